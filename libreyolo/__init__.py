@@ -1,0 +1,3 @@
+"""LibreYOLO kernels: portable reference numerics, accelerated variants and the registry between them."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,31 @@
+"""Is a graph being captured? Exported graphs must contain the portable math only.
+
+Every accelerated implementation declines its input while this is true, so ONNX export,
+``torch.jit.trace``, ``torch.export`` and ``torch.compile`` see the portable path.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def is_capturing() -> bool:
+    """True under tracing, compiling, exporting or ONNX export."""
+    if torch.jit.is_tracing() or torch.jit.is_scripting():
+        return True
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None:
+        if compiler.is_compiling():
+            return True
+        is_exporting = getattr(compiler, "is_exporting", None)
+        if is_exporting is not None and is_exporting():
+            return True
+    onnx = getattr(torch, "onnx", None)
+    return bool(onnx is not None and onnx.is_in_onnx_export())
+
+
+def capture_reason() -> str | None:
+    """The decline reason accelerated implementations give while a graph is captured."""
+    if is_capturing():
+        return "a graph is being captured (trace/compile/export): it must keep the portable path"
+    return None

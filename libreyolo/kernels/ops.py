@@ -1,0 +1,36 @@
+"""Callable entry points, one per slot: ``ops.fake_quant_fp8(x, scale)`` dispatches the slot.
+
+Derived from the slot catalogue, so a new slot needs no edit here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .registry import dispatch
+from .slots import get_slot, slot_names
+
+
+@functools.cache
+def _entry_point(name: str):
+    slot = get_slot(name)
+
+    def call(*args, **kwargs):
+        return dispatch(name, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{slot.doc}. Dispatches slot {name!r} (see libreyolo.kernels.dispatch)."
+    return call
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return _entry_point(name)
+    except ValueError as exc:
+        raise AttributeError(str(exc)) from None
+
+
+def __dir__() -> list[str]:
+    return sorted(slot_names())

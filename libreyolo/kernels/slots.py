@@ -1,0 +1,69 @@
+"""The slot catalogue: every accelerated operation, declared once.
+
+A slot is a named operation. Its reference (``"module:function"``) defines what the numbers mean
+and is registered under the name ``reference`` when the registry loads; slots without one
+(attention, GEMM) let callers keep their own portable path, and ``dispatch`` returns ``None`` when
+no implementation takes an input. The conformance suite keeps each slot's parity contract and
+test profile in ``conformance/catalogue/``, keyed by the same names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    reference: str | None
+    doc: str
+
+    def load_reference(self) -> Callable | None:
+        if self.reference is None:
+            return None
+        module, _, attribute = self.reference.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+def _fake_quant(name: str, doc: str) -> Slot:
+    return Slot(name, f"libreyolo.quant.fake_quant:{name}", doc)
+
+
+def _unpack(name: str, doc: str) -> Slot:
+    return Slot(name, f"libreyolo.quant.packing:{name}", doc)
+
+
+SLOTS: tuple[Slot, ...] = (
+    _fake_quant("fake_quant_int8_per_channel", "symmetric int8 (±127), one scale per channel"),
+    _fake_quant("fake_quant_int8_affine", "int8 [-128, 127] with per-tensor scale and zero point"),
+    _fake_quant("fake_quant_fp8", "FP8 E4M3/E5M2: per-tensor, per-channel or dynamic per-row"),
+    _fake_quant("fake_quant_int_grouped", "int2/int4/int8, one scale per group of inputs"),
+    _fake_quant("fake_quant_nvfp4_weight", "NVFP4 weight: E2M1, 16-blocks, E4M3 + fp32 scales"),
+    _fake_quant("fake_quant_nvfp4_dynamic", "NVFP4 activation, scales from the tensor itself"),
+    _fake_quant("fake_quant_mxfp4_weight", "MXFP4 weight: E2M1, 32-blocks, E8M0 scales"),
+    _fake_quant("fake_quant_mxfp4_dynamic", "MXFP4 activation, blocks along the last dim"),
+    _fake_quant("fake_quant_mxfp8_weight", "MXFP8 weight: E4M3, 32-blocks, E8M0 scales"),
+    _fake_quant("fake_quant_mxfp8_dynamic", "MXFP8 activation, blocks along the last dim"),
+    _unpack("unpack_int_grouped", "packed grouped int2/int4/int8 codes to floats"),
+    _unpack("unpack_nvfp4", "packed NVFP4 codes and scales to floats"),
+    _unpack("unpack_mxfp4", "packed MXFP4 codes and scales to floats"),
+    Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)"),
+)
+
+_BY_NAME = {slot.name: slot for slot in SLOTS}
+
+
+def get_slot(name: str) -> Slot:
+    """The declared slot called ``name``; a ValueError listing the slots otherwise."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"op: unknown slot {name!r}; declared slots are {', '.join(sorted(_BY_NAME))}"
+        ) from None
+
+
+def slot_names() -> tuple[str, ...]:
+    return tuple(slot.name for slot in SLOTS)

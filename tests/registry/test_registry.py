@@ -1,0 +1,239 @@
+"""The registry's behaviour, one statement per test."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from libreyolo.kernels import (
+    KernelDisabledWarning,
+    NoImplementationError,
+    PredicateWarning,
+    active,
+    candidates,
+    dispatch,
+    explain,
+    register,
+    registered,
+    resolve,
+    unregister,
+)
+
+NO_REF = "ms_deform_attn"  # a slot without a reference: callers keep their portable path
+WITH_REF = "fake_quant_fp8"  # a slot whose reference sits last
+
+
+def tagged(tag):
+    def impl(*args, **kwargs):
+        return tag
+
+    return impl
+
+
+def names(op):
+    return [impl.name for impl in candidates(op)]
+
+
+pytestmark = pytest.mark.usefixtures("clean_registry")
+
+
+def test_newest_registration_wins():
+    register(NO_REF, tagged("a"), name="a")
+    register(NO_REF, tagged("b"), name="b")
+    assert names(NO_REF) == ["b", "a"]
+    assert resolve(NO_REF)() == "b"
+
+
+def test_reference_sits_last_whatever_the_order():
+    register(WITH_REF, tagged("fast"), name="fast")
+    register(WITH_REF, tagged("ref"), name="reference")
+    assert names(WITH_REF) == ["fast", "reference"]
+
+
+def test_false_predicate_falls_through_to_the_next():
+    register(NO_REF, tagged("a"), name="a")
+    register(NO_REF, tagged("b"), name="b", predicate=lambda: False)
+    assert resolve(NO_REF)() == "a"
+
+
+def test_predicate_is_memoized_until_clear_cache():
+    calls = []
+
+    def predicate():
+        calls.append(1)
+        return True
+
+    register(NO_REF, tagged("a"), name="a", predicate=predicate)
+    for _ in range(3):
+        resolve(NO_REF)
+    assert len(calls) == 1
+
+
+def test_raising_predicate_is_warned_once_and_not_propagated():
+    def broken():
+        raise RuntimeError("no driver")
+
+    register(NO_REF, tagged("a"), name="a")
+    register(NO_REF, tagged("b"), name="b", predicate=broken)
+    with pytest.warns(PredicateWarning, match="no driver"):
+        assert resolve(NO_REF)() == "a"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        register(NO_REF, tagged("c"), name="c")  # invalidates the cache: predicate re-read
+        unregister(NO_REF, "c")
+        assert resolve(NO_REF)() == "a"
+
+
+def test_registration_after_resolve_takes_effect_without_clear_cache():
+    register(NO_REF, tagged("a"), name="a")
+    assert resolve(NO_REF)() == "a"
+    register(NO_REF, tagged("b"), name="b")
+    assert resolve(NO_REF)() == "b"
+
+
+def test_duplicate_name_replaces_and_becomes_newest():
+    register(NO_REF, tagged("a1"), name="a")
+    register(NO_REF, tagged("b"), name="b")
+    register(NO_REF, tagged("a2"), name="a")
+    assert names(NO_REF) == ["a", "b"]
+    assert resolve(NO_REF)() == "a2"
+
+
+def test_unregister_removes_and_reports_true():
+    register(NO_REF, tagged("a"), name="a")
+    register(NO_REF, tagged("b"), name="b")
+    assert resolve(NO_REF)() == "b"
+    assert unregister(NO_REF, "b") is True
+    assert resolve(NO_REF)() == "a"
+
+
+def test_unregister_unknown_name_returns_false_and_changes_nothing():
+    register(NO_REF, tagged("a"), name="a")
+    assert unregister(NO_REF, "nope") is False
+    assert names(NO_REF) == ["a"]
+
+
+def test_unknown_slot_is_an_error_listing_the_slots():
+    with pytest.raises(ValueError, match="unknown slot 'nope'.*fake_quant_fp8"):
+        register("nope", tagged("a"), name="a")
+    with pytest.raises(ValueError, match="unknown slot"):
+        unregister("nope", "a")
+    with pytest.raises(ValueError, match="unknown slot"):
+        resolve("nope")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"impl": 3, "name": "a"}, "impl: expected a callable"),
+        ({"impl": tagged("a"), "name": " "}, "name: expected a non-empty string"),
+        ({"impl": tagged("a"), "name": "a", "predicate": True}, "predicate: expected a callable"),
+        ({"impl": tagged("a"), "name": "a", "accepts": "x"}, "accepts: expected a callable"),
+    ],
+)
+def test_bad_registration_arguments_are_named(kwargs, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        register(NO_REF, **kwargs)
+
+
+def test_resolve_returns_none_and_active_says_unavailable_when_nothing_is_eligible():
+    assert resolve(NO_REF) is None
+    assert active()[NO_REF] == "unavailable"
+
+
+def test_active_names_the_selected_implementation_of_every_slot():
+    register(NO_REF, tagged("a"), name="a")
+    report = active()
+    assert report[NO_REF] == "a"
+    assert report[WITH_REF] == "reference"
+
+
+def test_declined_input_goes_to_the_next_implementation():
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, tagged("fast"), name="fast", accepts=lambda x: None if x > 0 else "x <= 0")
+    assert dispatch(WITH_REF, 1) == "fast"
+    assert dispatch(WITH_REF, -1) == "ref"
+
+
+def test_slot_without_reference_returns_none_when_all_decline():
+    register(NO_REF, tagged("a"), name="a", accepts=lambda x: "never")
+    assert dispatch(NO_REF, 1) is None
+
+
+def test_slot_with_reference_raises_when_even_the_reference_is_gone():
+    unregister(WITH_REF, "reference")
+    register(WITH_REF, tagged("fast"), name="fast", accepts=lambda x: "declines everything")
+    with pytest.raises(NoImplementationError, match="fast: declines everything"):
+        dispatch(WITH_REF, 1)
+
+
+def test_explain_gives_each_decline_reason():
+    register(NO_REF, tagged("a"), name="a", accepts=lambda x: "too small" if x < 5 else None)
+    register(NO_REF, tagged("b"), name="b", predicate=lambda: False)
+    reasons = {impl.name: reason for impl, reason in explain(NO_REF, 1)}
+    assert reasons["a"] == "too small"
+    assert "environment check" in reasons["b"] and "is false" in reasons["b"]
+    assert {impl.name: reason for impl, reason in explain(NO_REF, 9)}["a"] is None
+
+
+def test_launch_failure_disables_once_and_the_next_takes_over():
+    calls = []
+
+    def broken(x):
+        calls.append(x)
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, broken, name="fast")
+    with pytest.warns(KernelDisabledWarning, match="fast failed") as record:
+        assert dispatch(WITH_REF, 1) == "ref"
+    assert len(record) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dispatch(WITH_REF, 2) == "ref"
+    assert calls == [1]
+    assert "disabled after a failure" in dict((i.name, r) for i, r in explain(WITH_REF))["fast"]
+
+
+def test_reregistering_a_disabled_name_enables_it_again():
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, lambda x: 1 / 0, name="fast")
+    with pytest.warns(KernelDisabledWarning):
+        dispatch(WITH_REF, 1)
+    register(WITH_REF, tagged("fixed"), name="fast")
+    assert dispatch(WITH_REF, 1) == "fixed"
+
+
+@pytest.mark.parametrize("error", [ValueError("x: expected 2-D"), TypeError("x: expected float")])
+def test_bad_input_errors_propagate_and_do_not_disable(error):
+    def validating(x):
+        raise error
+
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, validating, name="fast")
+    with pytest.raises(type(error), match="x: expected"):
+        dispatch(WITH_REF, 1)
+    assert names(WITH_REF)[0] == "fast"
+
+
+def test_bad_input_errors_from_accepts_propagate():
+    def accepts(x):
+        raise ValueError("scale: expected a 0-dim tensor")
+
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, tagged("fast"), name="fast", accepts=accepts)
+    with pytest.raises(ValueError, match="scale: expected"):
+        dispatch(WITH_REF, 1)
+
+
+def test_reference_failures_propagate():
+    register(WITH_REF, lambda x: 1 / 0, name="reference")
+    with pytest.raises(ZeroDivisionError):
+        dispatch(WITH_REF, 1)
+
+
+def test_sources_default_to_the_defining_file():
+    entry = register(NO_REF, tagged("a"), name="a")
+    assert entry.sources == (__file__,)
+    assert registered(NO_REF)[0] is entry

@@ -1,0 +1,93 @@
+"""Selection settings: each value of LIBREYOLO_KERNELS, its legacy alias, and Hub kernels."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from libreyolo.kernels import SelectionWarning, candidates, register, resolve, settings
+
+SLOT = "fake_quant_fp8"
+
+pytestmark = pytest.mark.usefixtures("clean_registry")
+
+
+def tagged(tag):
+    return lambda *args, **kwargs: tag
+
+
+@pytest.fixture
+def two_fast_impls():
+    register(SLOT, tagged("ref"), name="reference")
+    register(SLOT, tagged("triton"), name="triton")
+    register(SLOT, tagged("hub"), name="hub")
+
+
+@pytest.mark.parametrize("value", ["off", "reference", " OFF ", "Reference\n"])
+def test_off_and_reference_force_the_reference(monkeypatch, two_fast_impls, value):
+    monkeypatch.setenv(settings.KERNELS, value)
+    assert [i.name for i in candidates(SLOT)] == ["reference"]
+
+
+@pytest.mark.parametrize("value", ["triton", " Triton ", "TRITON"])
+def test_a_name_restricts_selection_to_it_then_the_reference(monkeypatch, two_fast_impls, value):
+    monkeypatch.setenv(settings.KERNELS, value)
+    assert [i.name for i in candidates(SLOT)] == ["triton", "reference"]
+
+
+def test_unset_and_empty_select_everything(monkeypatch, two_fast_impls):
+    assert resolve(SLOT)() == "hub"
+    monkeypatch.setenv(settings.KERNELS, "  ")
+    assert resolve(SLOT)() == "hub"
+
+
+def test_a_change_between_calls_is_honoured(monkeypatch, two_fast_impls):
+    assert resolve(SLOT)() == "hub"
+    monkeypatch.setenv(settings.KERNELS, "triton")
+    assert resolve(SLOT)() == "triton"
+    monkeypatch.setenv(settings.KERNELS, "off")
+    assert resolve(SLOT)() == "ref"
+    monkeypatch.delenv(settings.KERNELS)
+    assert resolve(SLOT)() == "hub"
+
+
+def test_legacy_alias_is_read_when_the_new_variable_is_unset(monkeypatch, two_fast_impls):
+    monkeypatch.setenv(settings.LEGACY_KERNELS, "off")
+    assert resolve(SLOT)() == "ref"
+
+
+def test_new_variable_wins_over_the_legacy_alias(monkeypatch, two_fast_impls):
+    monkeypatch.setenv(settings.LEGACY_KERNELS, "off")
+    monkeypatch.setenv(settings.KERNELS, "triton")
+    assert resolve(SLOT)() == "triton"
+
+
+def test_new_variable_set_empty_still_hides_the_alias(monkeypatch, two_fast_impls):
+    monkeypatch.setenv(settings.LEGACY_KERNELS, "off")
+    monkeypatch.setenv(settings.KERNELS, "")
+    assert resolve(SLOT)() == "hub"
+
+
+def test_a_name_nobody_registered_warns_once(monkeypatch, two_fast_impls):
+    monkeypatch.setenv(settings.KERNELS, "cutlass")
+    with pytest.warns(SelectionWarning, match="'cutlass' names no registered implementation"):
+        assert resolve(SLOT)() == "ref"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve(SLOT)() == "ref"
+
+
+@pytest.mark.parametrize("value", ["0", "false", " OFF", "No"])
+def test_hub_kernels_can_be_turned_off(monkeypatch, value):
+    monkeypatch.setenv(settings.HUB_KERNELS, value)
+    assert settings.hub_kernels_enabled() is False
+
+
+@pytest.mark.parametrize("value", [None, "1", "true", "on"])
+def test_hub_kernels_are_on_by_default(monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv(settings.HUB_KERNELS, raising=False)
+    else:
+        monkeypatch.setenv(settings.HUB_KERNELS, value)
+    assert settings.hub_kernels_enabled() is True
