@@ -1,0 +1,252 @@
+"""The quantizers: from an input and its parameters to codes, scales and the straight-through mask.
+
+One function per op, shared by the fake-quant references (which return `values`) and the packers
+(which store `codes` and `scales`), so a packed checkpoint and a fake-quantized tensor cannot
+disagree. `docs/quantization.md` states the rules these functions implement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from libreyolo.quant import validation as v
+from libreyolo.quant.formats import (
+    E2M1,
+    E4M3,
+    E8M0_MAX_EXPONENT,
+    E8M0_MIN_EXPONENT,
+    FP8_FORMATS,
+    INT8_AFFINE_MAX,
+    INT8_AFFINE_MIN,
+    MX_BLOCK_SIZE,
+    NVFP4_BLOCK_SIZE,
+    NVFP4_TENSOR_SCALE_DIVISOR,
+    FloatFormat,
+    int_qmax,
+)
+from libreyolo.quant.numerics import (
+    finite_amax,
+    floor_log2,
+    pow2,
+    round_to_float_grid,
+    round_to_integer,
+    scale_from_amax,
+)
+
+INT8_QMAX = int_qmax(8)
+
+
+@dataclass
+class Quantized:
+    """The result of quantizing x (all float32, x's shape unless said otherwise).
+
+    codes:  the quantized values on the format's grid, before scaling (+0.0 where the scale is 0)
+    values: codes * scale, the fake-quantized tensor before the cast back to x's dtype
+    mask:   the straight-through mask (bool): True where the gradient passes
+    scales: named scale tensors in their storage shapes (what packing writes)
+    """
+
+    codes: torch.Tensor
+    values: torch.Tensor
+    mask: torch.Tensor
+    scales: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def quantize(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    round_fn: Callable[[torch.Tensor], torch.Tensor],
+    qmin: float,
+    qmax: float,
+    zero_point: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """codes, values, mask for float32 x and a broadcastable float32 scale.
+
+    r = round_fn(x / scale) + zero_point (IEEE division by a tensor); codes = clamp(r) - zero_point;
+    values = codes * scale; mask = qmin <= r <= qmax. Where scale == 0 nothing is divided: codes
+    and values are +0.0 and the mask is False.
+    """
+    zero_scale = scale == 0
+    rounded = round_fn(x / torch.where(zero_scale, 1.0, scale))
+    if zero_point:
+        rounded = rounded + zero_point
+    mask = (rounded >= qmin) & (rounded <= qmax) & ~zero_scale
+    codes = torch.clamp(rounded, qmin, qmax)
+    if zero_point:
+        codes = codes - zero_point
+    codes = torch.where(zero_scale, 0.0, codes)
+    return codes, codes * scale, mask
+
+
+def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> Quantized:
+    v.check_float_tensor("x", x)
+    v.check_min_rank("x", x, 1)
+    axis = v.check_axis("axis", axis, x.dim())
+    v.check_scale("scale", scale, (x.shape[axis],), x.device)
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    codes, values, mask = quantize(
+        x.float(), scale.view(shape), round_to_integer, -INT8_QMAX, INT8_QMAX
+    )
+    return Quantized(codes, values, mask, {"scale": scale})
+
+
+def int8_affine(x: torch.Tensor, scale: torch.Tensor, zero_point: int | torch.Tensor) -> Quantized:
+    v.check_float_tensor("x", x)
+    v.check_scale("scale", scale, (), x.device)
+    zero_point = v.check_zero_point("zero_point", zero_point)
+    codes, values, mask = quantize(
+        x.float(), scale, round_to_integer, INT8_AFFINE_MIN, INT8_AFFINE_MAX, zero_point
+    )
+    return Quantized(codes, values, mask, {"scale": scale})
+
+
+def fp8(
+    x: torch.Tensor,
+    scale: torch.Tensor | None = None,
+    *,
+    fmt: str = "e4m3",
+    axis: int | None = None,
+) -> Quantized:
+    v.check_float_tensor("x", x)
+    fmt_info = FP8_FORMATS[v.check_fp8_format("fmt", fmt)]
+    x32 = x.float()
+    if scale is None:
+        if axis is not None:
+            raise ValueError(
+                f"axis must be None when scale is None (dynamic scaling is per row along the "
+                f"last dim), got {axis}"
+            )
+        v.check_min_rank("x", x, 1)
+        broadcast = scale_from_amax(finite_amax(x32, -1), fmt_info.max_value)
+        stored = broadcast
+    elif axis is None:
+        broadcast = stored = v.check_scale("scale", scale, (), x.device)
+    else:
+        v.check_min_rank("x", x, 1)
+        axis = v.check_axis("axis", axis, x.dim())
+        stored = v.check_scale("scale", scale, (x.shape[axis],), x.device)
+        shape = [1] * x.dim()
+        shape[axis] = -1
+        broadcast = scale.view(shape)
+    codes, values, mask = _quantize_float(x32, broadcast, fmt_info)
+    return Quantized(codes, values, mask, {"scale": stored})
+
+
+def int_grouped(w: torch.Tensor, bits: int, group_size: int) -> Quantized:
+    v.check_float_tensor("w", w)
+    v.check_rank("w", w, 2)
+    qmax = int_qmax(v.check_bits("bits", bits))
+    v.check_positive_int("group_size", group_size)
+    blocks = _to_blocks(w.float(), group_size)
+    scale = scale_from_amax(finite_amax(blocks, -1), qmax)
+    codes, values, mask = quantize(blocks, scale, round_to_integer, -qmax, qmax)
+    return _from_blocks(w, codes, values, mask, {"scale": scale.squeeze(-1)})
+
+
+def nvfp4_weight(w: torch.Tensor, global_amax: torch.Tensor | None = None) -> Quantized:
+    v.check_float_tensor("w", w)
+    v.check_rank("w", w, 2)
+    if global_amax is None:
+        global_amax = finite_amax(w.float()).reshape(())
+    else:
+        v.check_scale("global_amax", global_amax, (), w.device)
+    return _nvfp4(w, global_amax)
+
+
+def nvfp4_dynamic(x: torch.Tensor) -> Quantized:
+    v.check_float_tensor("x", x)
+    v.check_min_rank("x", x, 1)
+    return _rows_of(x, lambda rows: _nvfp4(rows, finite_amax(x.float()).reshape(())))
+
+
+def mx_weight(w: torch.Tensor, element: FloatFormat) -> Quantized:
+    v.check_float_tensor("w", w)
+    v.check_rank("w", w, 2)
+    return _mx(w, element)
+
+
+def mx_dynamic(x: torch.Tensor, element: FloatFormat) -> Quantized:
+    v.check_float_tensor("x", x)
+    v.check_min_rank("x", x, 1)
+    return _rows_of(x, lambda rows: _mx(rows, element))
+
+
+def mxfp4_weight(w: torch.Tensor) -> Quantized:
+    return mx_weight(w, E2M1)
+
+
+def mxfp4_dynamic(x: torch.Tensor) -> Quantized:
+    return mx_dynamic(x, E2M1)
+
+
+def mxfp8_weight(w: torch.Tensor) -> Quantized:
+    return mx_weight(w, E4M3)
+
+
+def mxfp8_dynamic(x: torch.Tensor) -> Quantized:
+    return mx_dynamic(x, E4M3)
+
+
+def _quantize_float(x32: torch.Tensor, scale: torch.Tensor, fmt: FloatFormat):
+    return quantize(
+        x32, scale, lambda y: round_to_float_grid(y, fmt), -fmt.max_value, fmt.max_value
+    )
+
+
+def _nvfp4(w: torch.Tensor, global_amax: torch.Tensor) -> Quantized:
+    """NVFP4 on a 2-D tensor: s_t = amax / 2688, s_b = E4M3(block_amax / (6 s_t)), s = s_b s_t."""
+    blocks = _to_blocks(w.float(), NVFP4_BLOCK_SIZE)
+    tensor_scale = scale_from_amax(global_amax, NVFP4_TENSOR_SCALE_DIVISOR)
+    divisor = tensor_scale * torch.full((), E2M1.max_value, dtype=torch.float32, device=w.device)
+    block_amax = finite_amax(blocks, -1)
+    raw = block_amax / torch.where(divisor == 0, 1.0, divisor)
+    raw = torch.where(block_amax == 0, 1.0, raw)
+    block_scale = torch.clamp(round_to_float_grid(raw, E4M3), max=E4M3.max_value)
+    codes, values, mask = _quantize_float(blocks, block_scale * tensor_scale, E2M1)
+    scales = {"block_scale": block_scale.squeeze(-1), "tensor_scale": tensor_scale}
+    return _from_blocks(w, codes, values, mask, scales)
+
+
+def _mx(w: torch.Tensor, element: FloatFormat) -> Quantized:
+    """MX on a 2-D tensor: scale 2^(floor(log2(block_amax)) - emax_elem), clamped to E8M0."""
+    blocks = _to_blocks(w.float(), MX_BLOCK_SIZE)
+    block_amax = finite_amax(blocks, -1)
+    exponent = torch.clamp(
+        floor_log2(block_amax) - element.max_exponent, E8M0_MIN_EXPONENT, E8M0_MAX_EXPONENT
+    )
+    exponent = torch.where(block_amax == 0, 0, exponent)
+    codes, values, mask = _quantize_float(blocks, pow2(exponent), element)
+    return _from_blocks(w, codes, values, mask, {"exponent": exponent.squeeze(-1)})
+
+
+def _to_blocks(w32: torch.Tensor, block: int) -> torch.Tensor:
+    """(rows, cols) -> (rows, ceil(cols / block), block), the ragged last block padded with 0."""
+    rows, cols = w32.shape
+    padded = F.pad(w32, (0, -cols % block))
+    return padded.view(rows, -(-cols // block), block)
+
+
+def _from_blocks(w, codes, values, mask, scales) -> Quantized:
+    rows, cols = w.shape
+
+    def unblock(t):
+        return t.reshape(rows, t.shape[1] * t.shape[2])[:, :cols]
+
+    return Quantized(unblock(codes), unblock(values), unblock(mask), scales)
+
+
+def _rows_of(x: torch.Tensor, quantize_rows: Callable[[torch.Tensor], Quantized]) -> Quantized:
+    """Apply a 2-D quantizer to x viewed as rows along its last dim, and restore x's shape."""
+    result = quantize_rows(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))
+    return Quantized(
+        result.codes.reshape(x.shape),
+        result.values.reshape(x.shape),
+        result.mask.reshape(x.shape),
+        result.scales,
+    )

@@ -1,0 +1,143 @@
+"""Argument checks shared by the reference ops and every accelerated implementation.
+
+Each check raises TypeError (wrong kind of thing) or ValueError (right kind, wrong value) with a
+message that names the argument and says what was expected, so every implementation of a slot
+rejects the same inputs with the same words. Only the checks of user-given scales and zero points
+read tensor values (a host sync), and the scale check skips that while a graph is captured;
+nothing here runs on the hot path of computed scales.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from libreyolo.quant.formats import FP8_FORMATS, GROUPED_INT_BITS, INT8_AFFINE_MAX, INT8_AFFINE_MIN
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_float_tensor(name: str, x: object) -> torch.Tensor:
+    """A float32, float16 or bfloat16 tensor (the dtypes the references compute from)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32, float16 or bfloat16, got {_dtype_name(x)}")
+    return x
+
+
+def check_rank(name: str, x: torch.Tensor, ndim: int) -> None:
+    if x.dim() != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+
+
+def check_min_rank(name: str, x: torch.Tensor, ndim: int) -> None:
+    if x.dim() < ndim:
+        raise ValueError(
+            f"{name} must have at least {ndim} dimension(s), got shape {tuple(x.shape)}"
+        )
+
+
+def check_axis(name: str, axis: object, ndim: int) -> int:
+    """An int in [-ndim, ndim); returns it normalized to [0, ndim)."""
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"{name} must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(
+            f"{name} must be in [{-ndim}, {ndim - 1}] for a {ndim}-D tensor, got {axis}"
+        )
+    return axis % ndim
+
+
+def check_bits(name: str, bits: object) -> int:
+    if isinstance(bits, bool) or not isinstance(bits, int):
+        raise TypeError(f"{name} must be an int, got {type(bits).__name__}")
+    if bits not in GROUPED_INT_BITS:
+        raise ValueError(f"{name} must be one of {GROUPED_INT_BITS}, got {bits}")
+    return bits
+
+
+def check_positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def check_fp8_format(name: str, fmt: object) -> str:
+    if fmt not in FP8_FORMATS:
+        raise ValueError(f"{name} must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def check_scale(
+    name: str, scale: object, shape: tuple[int, ...], device: torch.device
+) -> torch.Tensor:
+    """A user-given float32 scale of exactly `shape` on `device`, finite and non-negative.
+
+    Exact shape, not broadcastable: a scale of the wrong length is a bug, never a broadcast.
+    Zero is allowed (it quantizes everything to +0.0); negative, NaN and inf are not.
+    """
+    if not isinstance(scale, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(scale).__name__}")
+    if scale.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32, got {_dtype_name(scale)}")
+    if tuple(scale.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(scale.shape)}")
+    if scale.device != device:
+        raise ValueError(f"{name} must be on {device} (the input's device), got {scale.device}")
+    if _capturing():  # a graph has no host to branch on: values are checked when run eagerly
+        return scale
+    bad = ~torch.isfinite(scale) | (scale < 0)
+    if bool(bad.any()):
+        raise ValueError(f"{name} must be finite and non-negative, got {_first(scale, bad)}")
+    return scale
+
+
+def check_zero_point(name: str, zero_point: object) -> int:
+    """An int in [-128, 127]: a Python int or a 0-dim integer tensor (read once, on the host)."""
+    if isinstance(zero_point, torch.Tensor):
+        if zero_point.dim() != 0 or zero_point.is_floating_point() or zero_point.is_complex():
+            raise TypeError(
+                f"{name} must be a Python int or a 0-dim integer tensor, got a "
+                f"{_dtype_name(zero_point)} tensor of shape {tuple(zero_point.shape)}"
+            )
+        zero_point = int(zero_point.item())
+    elif isinstance(zero_point, bool) or not isinstance(zero_point, int):
+        raise TypeError(
+            f"{name} must be a Python int or a 0-dim integer tensor, "
+            f"got {type(zero_point).__name__}"
+        )
+    if not INT8_AFFINE_MIN <= zero_point <= INT8_AFFINE_MAX:
+        raise ValueError(
+            f"{name} must be in [{INT8_AFFINE_MIN}, {INT8_AFFINE_MAX}], got {zero_point}"
+        )
+    return zero_point
+
+
+def check_all_finite(name: str, x: torch.Tensor) -> None:
+    """Packing stores codes, and no code means NaN or inf: reject them instead of inventing one."""
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        raise ValueError(f"{name} must be finite to be packed, got {_first(x, bad)}")
+
+
+def _capturing() -> bool:
+    """True while torch.jit.trace, torch.compile or torch.export captures a graph.
+
+    Kept here rather than imported from libreyolo.kernels: the references must not depend on
+    the registry.
+    """
+    compiler = torch.compiler
+    exporting = getattr(compiler, "is_exporting", lambda: False)
+    return torch.jit.is_tracing() or compiler.is_compiling() or exporting()
+
+
+def _first(t: torch.Tensor, bad: torch.Tensor) -> str:
+    """The first offending value and where it is, so a message points at the culprit."""
+    index = tuple(int(i) for i in torch.nonzero(bad)[0])
+    return f"{t[index].item()} at index {index}"
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
