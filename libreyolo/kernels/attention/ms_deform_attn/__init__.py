@@ -1,0 +1,11 @@
+"""Multi-scale deformable attention: portable core, dispatch helpers, parity check.
+
+The Triton provider (``triton_provider``) is not imported here: the registry imports it lazily,
+so importing this package never imports triton.
+"""
+
+from .dispatch import can_use_slot, maybe_ms_deform_attn
+from .portable import ms_deform_attn_portable, ms_deform_attn_ragged
+
+__all__ = ["can_use_slot", "maybe_ms_deform_attn", "ms_deform_attn_portable",
+           "ms_deform_attn_ragged"]

@@ -1,0 +1,99 @@
+"""The slot's shape set (``conformance/shapes/ms_deform_attn.toml``) and its input generator.
+
+Cases are data; this module only reads them and turns one into seeded inputs in the slot's
+layout, so tests, the conformance suite and the benchmark all draw the same inputs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SHAPE_SET = Path(__file__).resolve().parents[4] / "conformance" / "shapes" / "ms_deform_attn.toml"
+
+SIZES = ("small", "medium", "large")
+LOCATIONS = ("uniform", "outside", "centres", "borders")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One named layout taken from a model configuration (see the TOML file for the fields)."""
+
+    name: str
+    source: str
+    size: str
+    batch: int
+    levels: tuple[tuple[int, int], ...]
+    heads: int
+    channels: int
+    points: int
+    queries: int
+    locations: str = "uniform"
+    contiguous: bool = True
+
+    def __post_init__(self):
+        if self.size not in SIZES:
+            raise ValueError(f"case {self.name!r}: size must be one of {SIZES}, got {self.size!r}")
+        if self.locations not in LOCATIONS:
+            raise ValueError(f"case {self.name!r}: locations must be one of {LOCATIONS}, "
+                             f"got {self.locations!r}")
+
+    @property
+    def len_in(self) -> int:
+        return sum(h * w for h, w in self.levels)
+
+
+def load_cases(path: Path = SHAPE_SET, sizes: tuple[str, ...] = SIZES) -> list[Case]:
+    """The cases in ``path`` whose size tag is in ``sizes``, in file order."""
+    with open(path, "rb") as f:
+        tables = tomllib.load(f)["case"]
+    cases = [Case(**{**t, "levels": tuple(tuple(level) for level in t["levels"])}) for t in tables]
+    return [case for case in cases if case.size in sizes]
+
+
+def _locations(case: Case, generator: torch.Generator) -> torch.Tensor:
+    """(batch, len_q, heads, levels, points, 2) float64 locations of the case's kind."""
+    shape = (case.batch, case.queries, case.heads, len(case.levels), case.points, 2)
+    if case.locations in ("uniform", "outside"):
+        low, high = (0.0, 1.0) if case.locations == "uniform" else (-0.25, 1.25)
+        return low + (high - low) * torch.rand(shape, generator=generator, dtype=torch.float64)
+    # Per level, x is measured in widths and y in heights.
+    size = torch.tensor([[w, h] for h, w in case.levels], dtype=torch.float64)
+    size = size.view(1, 1, 1, len(case.levels), 1, 2)
+    top = size if case.locations == "borders" else size - 1
+    index = torch.floor(torch.rand(shape, generator=generator, dtype=torch.float64) * (top + 1))
+    offset = 0.0 if case.locations == "borders" else 0.5
+    return (index + offset) / size
+
+
+def _with_nan_gaps(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values as a view with stride 2 in the last dimension; the gaps hold NaN."""
+    padded = torch.full((*tensor.shape[:-1], 2 * tensor.shape[-1]), float("nan"),
+                        dtype=tensor.dtype, device=tensor.device)
+    padded[..., ::2] = tensor
+    return padded[..., ::2]
+
+
+def make_inputs(case: Case, dtype=torch.float32, device="cpu", seed=0):
+    """Seeded inputs for ``case``: ``(value, spatial_shapes, sampling_locations, weights)``.
+
+    Values are standard normal, weights a softmax over each query's levels x points (as the
+    models produce them). Values are drawn in float64 and then cast, so every dtype sees the same
+    numbers up to its rounding.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    value = torch.randn(case.batch, case.len_in, case.heads, case.channels,
+                        generator=generator, dtype=torch.float64)
+    locations = _locations(case, generator)
+    logits = torch.randn(case.batch, case.queries, case.heads, len(case.levels) * case.points,
+                         generator=generator, dtype=torch.float64)
+    weights = logits.softmax(-1).view(*logits.shape[:3], len(case.levels), case.points)
+    tensors = [t.to(device=device, dtype=dtype) for t in (value, locations, weights)]
+    if not case.contiguous:
+        tensors = [_with_nan_gaps(t) for t in tensors]
+    value, locations, weights = tensors
+    shapes = torch.tensor(case.levels, dtype=torch.int64, device=device)
+    return value, shapes, locations, weights

@@ -1,0 +1,30 @@
+"""What callers use: may the slot run here, and run it if an implementation takes the input.
+
+The slot has no reference; a caller keeps its portable path and takes it whenever
+:func:`maybe_ms_deform_attn` returns ``None``.
+"""
+
+from __future__ import annotations
+
+from libreyolo.kernels import dispatch
+from libreyolo.kernels.capture import is_capturing
+
+SLOT = "ms_deform_attn"
+
+
+def can_use_slot() -> bool:
+    """False while a graph is captured (trace, script, compile, export, ONNX export): exported
+    graphs must contain the portable math, never a Triton or runtime-fetched kernel."""
+    return not is_capturing()
+
+
+def maybe_ms_deform_attn(value, spatial_shapes, sampling_locations, attention_weights):
+    """The slot's output from the first eligible implementation that takes this input, or None.
+
+    Arguments are the slot's: value ``(B, len_in, heads, C)``, spatial_shapes ``(levels, 2)``
+    int64 tensor on value's device, sampling_locations ``(B, len_q, heads, levels, points, 2)``,
+    attention_weights ``(B, len_q, heads, levels, points)``.
+    """
+    if not can_use_slot():
+        return None
+    return dispatch(SLOT, value, spatial_shapes, sampling_locations, attention_weights)

@@ -1,0 +1,176 @@
+"""Triton kernels for multi-scale deformable attention, forward and backward. Imports triton.
+
+Layout (all contiguous): value ``(B, len_in, heads, C)``, shapes ``(levels, 2)`` int64 on the
+device, locations ``(B, len_q, heads, levels, points, 2)``, weights ``(B, len_q, heads, levels,
+points)``, output ``(B, len_q, heads * C)``. One program handles a block of queries of one
+(batch, head); channels are a vector dimension, so each bilinear corner is one coalesced gather
+of a row of C values. Levels' sizes are read inside the kernel and their start offsets summed
+there, so the host never reads the device tensor (no sync; CUDA-graph capturable).
+
+Arithmetic is float32 whatever the input dtype. Pixel coordinates follow ``grid_sample`` with
+``align_corners=False``: ``x = u * W - 0.5``; corners outside the level read zero.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _corner_offsets(xi, yi, height, width, start, len_in, row_stride, q_mask):
+    """Row offsets of pixel (yi, xi) of the level starting at ``start``, and where it exists."""
+    inside = q_mask & (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
+    row = start + yi * width + xi
+    # A spatial_shapes that overstates len_in must not read or write past the value tensor.
+    inside = inside & (row < len_in)
+    return tl.where(inside, row, 0) * row_stride, inside
+
+
+@triton.jit
+def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
+    """Load one point's location and weight; return its corners' coordinates and weights."""
+    u = tl.load(loc_ptr + 2 * lp_offset, mask=q_mask, other=0.0).to(tl.float32)
+    v = tl.load(loc_ptr + 2 * lp_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
+    weight = tl.load(attn_ptr + lp_offset, mask=q_mask, other=0.0).to(tl.float32)
+    # Clamping keeps far-away locations from overflowing int32; beyond the pad every corner
+    # is outside the level either way, so the result and its gradient (zero) are unchanged.
+    x = tl.minimum(tl.maximum(u * width.to(tl.float32) - 0.5, -2.0), width.to(tl.float32) + 1.0)
+    y = tl.minimum(tl.maximum(v * height.to(tl.float32) - 0.5, -2.0), height.to(tl.float32) + 1.0)
+    x0f = tl.floor(x)
+    y0f = tl.floor(y)
+    return x0f.to(tl.int32), y0f.to(tl.int32), x - x0f, y - y0f, weight
+
+
+# Sizes are not specialized: one compiled kernel per (dtype, C, levels, points) serves every
+# batch and sequence length (alignment comes from the constexpr C).
+_SIZES = ["len_in", "len_q", "heads"]
+
+
+@triton.jit(do_not_specialize=_SIZES)
+def ms_deform_attn_fwd_kernel(
+    value_ptr, shapes_ptr, loc_ptr, attn_ptr, out_ptr,
+    len_in, len_q, heads,
+    C: tl.constexpr, LEVELS: tl.constexpr, POINTS: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Grid: (query blocks, batch * heads, channel blocks)."""
+    pid_q = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    pid_c = tl.program_id(2)
+    b = pid_bh // heads
+    h = pid_bh % heads
+    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    q_mask = q < len_q
+    c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_mask = c < C
+    row_stride = heads * C
+    v_base = value_ptr + b * len_in * row_stride + h * C + c[None, :]
+    # (query, head) index into the per-point tensors
+    qh = (b * len_q + q) * heads + h
+    acc = tl.zeros((BLOCK_Q, BLOCK_C), dtype=tl.float32)
+    start = 0
+    for level in tl.static_range(LEVELS):
+        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        for point in tl.static_range(POINTS):
+            lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
+            x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
+                                                   q_mask)
+            for dy in tl.static_range(2):
+                for dx in tl.static_range(2):
+                    offset, inside = _corner_offsets(x0 + dx, y0 + dy, height, width, start,
+                                                     len_in, row_stride, q_mask)
+                    corner = tl.load(v_base + offset[:, None],
+                                     mask=inside[:, None] & c_mask[None, :], other=0.0)
+                    wx = fx if dx == 1 else 1.0 - fx
+                    wy = fy if dy == 1 else 1.0 - fy
+                    acc += (weight * wx * wy)[:, None] * corner.to(tl.float32)
+        start += height * width
+    out = out_ptr + ((b * len_q + q) * row_stride + h * C)[:, None] + c[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=q_mask[:, None] & c_mask[None, :])
+
+
+@triton.jit(do_not_specialize=_SIZES)
+def ms_deform_attn_bwd_kernel(
+    value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr,
+    grad_value_ptr, grad_loc_ptr, grad_attn_ptr,
+    len_in, len_q, heads,
+    C: tl.constexpr, LEVELS: tl.constexpr, POINTS: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Grid: (query blocks, batch * heads). Channels are looped inside the program, so the
+    location and weight gradients (sums over channels) are complete here and stored once;
+    grad_value (float32) takes atomic adds because many queries sample the same pixel.
+
+    With ``s = sum_corners w_corner * v_corner`` and ``g`` the output gradient:
+    ``d/d weight = <g, s>``; ``d/d v_corner += weight * w_corner * g``;
+    ``d/d u = weight * W * <g, (1-fy)(v01-v00) + fy(v11-v10)>`` and
+    ``d/d v = weight * H * <g, (1-fx)(v10-v00) + fx(v11-v01)>`` (v_yx: corner offsets).
+    """
+    pid_q = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // heads
+    h = pid_bh % heads
+    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    q_mask = q < len_q
+    row_stride = heads * C
+    head_offset = b * len_in * row_stride + h * C
+    g_rows = ((b * len_q + q) * row_stride + h * C)[:, None]
+    qh = (b * len_q + q) * heads + h
+    start = 0
+    for level in tl.static_range(LEVELS):
+        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        for point in tl.static_range(POINTS):
+            lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
+            x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
+                                                   q_mask)
+            o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
+            o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride,
+                                        q_mask)
+            o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride,
+                                        q_mask)
+            o11, in11 = _corner_offsets(x0 + 1, y0 + 1, height, width, start, len_in, row_stride,
+                                        q_mask)
+            w00 = (1.0 - fx) * (1.0 - fy)
+            w01 = fx * (1.0 - fy)
+            w10 = (1.0 - fx) * fy
+            w11 = fx * fy
+            grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+            grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+            grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+            for c0 in range(0, C, BLOCK_C):
+                c = c0 + tl.arange(0, BLOCK_C)
+                c_mask = c < C
+                g = tl.load(grad_out_ptr + g_rows + c[None, :],
+                            mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
+                v_ptr = value_ptr + head_offset + c[None, :]
+                gv_ptr = grad_value_ptr + head_offset + c[None, :]
+                m00 = in00[:, None] & c_mask[None, :]
+                m01 = in01[:, None] & c_mask[None, :]
+                m10 = in10[:, None] & c_mask[None, :]
+                m11 = in11[:, None] & c_mask[None, :]
+                v00 = tl.load(v_ptr + o00[:, None], mask=m00, other=0.0).to(tl.float32)
+                v01 = tl.load(v_ptr + o01[:, None], mask=m01, other=0.0).to(tl.float32)
+                v10 = tl.load(v_ptr + o10[:, None], mask=m10, other=0.0).to(tl.float32)
+                v11 = tl.load(v_ptr + o11[:, None], mask=m11, other=0.0).to(tl.float32)
+                sampled = (w00[:, None] * v00 + w01[:, None] * v01
+                           + w10[:, None] * v10 + w11[:, None] * v11)
+                grad_weight += tl.sum(g * sampled, axis=1)
+                grad_x += tl.sum(g * ((1.0 - fy)[:, None] * (v01 - v00)
+                                      + fy[:, None] * (v11 - v10)), axis=1)
+                grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00)
+                                      + fx[:, None] * (v11 - v01)), axis=1)
+                weighted = weight[:, None] * g
+                tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
+                tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
+                tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
+                tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
+            tl.store(grad_attn_ptr + lp_offset,
+                     grad_weight.to(grad_attn_ptr.dtype.element_ty), mask=q_mask)
+            grad_u = weight * width.to(tl.float32) * grad_x
+            grad_v = weight * height.to(tl.float32) * grad_y
+            tl.store(grad_loc_ptr + 2 * lp_offset, grad_u.to(grad_loc_ptr.dtype.element_ty),
+                     mask=q_mask)
+            tl.store(grad_loc_ptr + 2 * lp_offset + 1, grad_v.to(grad_loc_ptr.dtype.element_ty),
+                     mask=q_mask)
+        start += height * width

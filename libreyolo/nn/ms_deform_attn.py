@@ -1,0 +1,115 @@
+"""``MSDeformAttn``: Deformable-DETR's multi-scale deformable attention module.
+
+Its eager forward consults the ``ms_deform_attn`` slot on every call (the consult is not hidden
+behind any condition of the module's own) and runs the portable core when no implementation takes
+the input or a graph is being captured, so exported graphs hold only portable ops.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from libreyolo.kernels.attention.ms_deform_attn import (
+    maybe_ms_deform_attn,
+    ms_deform_attn_portable,
+)
+
+
+class MSDeformAttn(nn.Module):
+    """Each query attends to ``n_points`` learned locations per head and level around its
+    reference point, with learned weights (softmax over levels x points).
+
+    Args:
+        d_model: query and value width; divisible by ``n_heads``.
+        n_levels: feature levels in the flattened value.
+        n_heads: attention heads.
+        n_points: sampling points per head and level.
+    """
+
+    def __init__(self, d_model: int = 256, n_levels: int = 4, n_heads: int = 8,
+                 n_points: int = 4):
+        super().__init__()
+        for name, n in {"d_model": d_model, "n_levels": n_levels, "n_heads": n_heads,
+                        "n_points": n_points}.items():
+            if not isinstance(n, int) or n < 1:
+                raise ValueError(f"{name} must be a positive int, got {n!r}")
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.d_model, self.n_levels, self.n_heads, self.n_points = (
+            d_model, n_levels, n_heads, n_points)
+        self.sampling_offsets = nn.Linear(d_model, n_heads * n_levels * n_points * 2)
+        self.attention_weights = nn.Linear(d_model, n_heads * n_levels * n_points)
+        self.value_proj = nn.Linear(d_model, d_model)
+        self.output_proj = nn.Linear(d_model, d_model)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Deformable DETR's init: offsets start as a ring of points, one direction per head,
+        the k-th point k times further out; uniform attention; Xavier projections."""
+        nn.init.zeros_(self.sampling_offsets.weight)
+        angles = torch.arange(self.n_heads, dtype=torch.float32) * (2 * math.pi / self.n_heads)
+        ring = torch.stack([angles.cos(), angles.sin()], -1)
+        ring = ring / ring.abs().max(-1, keepdim=True).values
+        ring = ring.view(self.n_heads, 1, 1, 2).repeat(1, self.n_levels, self.n_points, 1)
+        ring = ring * torch.arange(1, self.n_points + 1, dtype=torch.float32).view(1, 1, -1, 1)
+        with torch.no_grad():
+            self.sampling_offsets.bias.copy_(ring.flatten())
+        nn.init.zeros_(self.attention_weights.weight)
+        nn.init.zeros_(self.attention_weights.bias)
+        for proj in (self.value_proj, self.output_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            nn.init.zeros_(proj.bias)
+
+    def forward(self, query, reference_points, value, spatial_shapes, level_start_index=None,
+                value_padding_mask=None):
+        """
+        Args:
+            query: ``(B, len_q, d_model)``.
+            reference_points: ``(B, len_q, n_levels, 2)`` normalized ``(x, y)`` in ``[0, 1]``,
+                or ``(B, len_q, n_levels, 4)`` boxes ``(cx, cy, w, h)``.
+            value: ``(B, len_in, d_model)``, the levels flattened and concatenated.
+            spatial_shapes: ``(n_levels, 2)`` int64 tensor of ``(H, W)`` (or a sequence of pairs,
+                which keeps the level sizes static in exported graphs).
+            level_start_index: accepted for call compatibility with the Deformable-DETR
+                families; the offsets follow from ``spatial_shapes``, so it is not read.
+            value_padding_mask: ``(B, len_in)`` bool, True where value is padding (zeroed).
+        Returns:
+            ``(B, len_q, d_model)``.
+        """
+        del level_start_index  # derivable from spatial_shapes; accepted for family call sites
+        batch, len_q, _ = query.shape
+        len_in = value.shape[1]
+        heads, levels, points = self.n_heads, self.n_levels, self.n_points
+        value = self.value_proj(value)
+        if value_padding_mask is not None:
+            value = value.masked_fill(value_padding_mask[..., None], 0.0)
+        value = value.view(batch, len_in, heads, self.d_model // heads)
+        offsets = self.sampling_offsets(query).view(batch, len_q, heads, levels, points, 2)
+        weights = self.attention_weights(query).view(batch, len_q, heads, levels * points)
+        weights = weights.softmax(-1).view(batch, len_q, heads, levels, points)
+        locations = self._sampling_locations(reference_points, offsets, spatial_shapes)
+        # Under autocast the projections give float16/bfloat16 while softmax and the reference
+        # points stay float32; the slot takes one dtype, so all three take the widest.
+        dtype = torch.promote_types(torch.promote_types(value.dtype, locations.dtype),
+                                    weights.dtype)
+        value, locations, weights = value.to(dtype), locations.to(dtype), weights.to(dtype)
+        out = maybe_ms_deform_attn(value, spatial_shapes, locations, weights)
+        if out is None:
+            out = ms_deform_attn_portable(value, spatial_shapes, locations, weights)
+        return self.output_proj(out)
+
+    def _sampling_locations(self, reference_points, offsets, spatial_shapes):
+        """Offsets are in pixels of each level (points) or in fractions of the box (boxes)."""
+        reference = reference_points[:, :, None, :, None, :]
+        if reference_points.shape[-1] == 2:
+            shapes = torch.as_tensor(spatial_shapes, dtype=offsets.dtype, device=offsets.device)
+            # (H, W) -> (W, H): x offsets are divided by widths
+            normalizer = shapes.flip(-1)[None, None, None, :, None, :]
+            return reference + offsets / normalizer
+        if reference_points.shape[-1] == 4:
+            return reference[..., :2] + offsets / self.n_points * reference[..., 2:] * 0.5
+        raise ValueError("reference_points must end in 2 (x, y) or 4 (cx, cy, w, h), got shape "
+                         f"{tuple(reference_points.shape)}")

@@ -1,0 +1,132 @@
+"""The portable core: the definition in float64, its variants, and its errors on bad input."""
+
+import pytest
+import torch
+
+from libreyolo.kernels.attention.ms_deform_attn.cases import Case, load_cases, make_inputs
+from libreyolo.kernels.attention.ms_deform_attn.portable import (
+    ms_deform_attn_portable,
+    ms_deform_attn_ragged,
+)
+
+from .loop_reference import bilinear, deform_attn_loops, nearest_clamped
+
+SMALL_CASES = load_cases(sizes=("small",))
+
+
+def _flat_points(locations, weights):
+    """Slot layout -> ragged layout: (B, Q, heads, levels * points, ...)."""
+    return locations.flatten(3, 4), weights.flatten(3, 4)
+
+
+@pytest.mark.parametrize("case", SMALL_CASES, ids=lambda c: c.name)
+def test_matches_explicit_bilinear_loops_in_float64(case):
+    value, shapes, locations, weights = make_inputs(case, dtype=torch.float64)
+    expected = deform_attn_loops(value, case.levels, *_flat_points(locations, weights),
+                                 [case.points] * len(case.levels))
+    out = ms_deform_attn_portable(value, shapes, locations, weights)
+    assert out.shape == (case.batch, case.queries, case.heads * case.channels)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_spatial_shapes_may_be_pairs_of_ints():
+    value, shapes, locations, weights = make_inputs(SMALL_CASES[0], dtype=torch.float64)
+    torch.testing.assert_close(
+        ms_deform_attn_portable(value, shapes.tolist(), locations, weights),
+        ms_deform_attn_portable(value, shapes, locations, weights), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_returns_the_input_dtype(dtype):
+    out = ms_deform_attn_portable(*make_inputs(SMALL_CASES[0], dtype=dtype))
+    assert out.dtype == dtype
+
+
+RAGGED = Case(name="ragged", source="RT-DETRv2-like points per level", size="small", batch=2,
+              levels=((4, 5), (2, 3), (1, 1)), heads=2, channels=3, points=1, queries=4,
+              locations="outside")
+
+
+@pytest.mark.parametrize(("method", "sample"), [("bilinear", bilinear),
+                                                ("discrete", nearest_clamped)])
+@pytest.mark.parametrize("points_per_level", [[3, 1, 2], [0, 2, 1]])
+def test_ragged_points_per_level_match_loops(method, sample, points_per_level):
+    value, shapes, _, _ = make_inputs(RAGGED, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(1)
+    total = sum(points_per_level)
+    locations = torch.rand(2, 4, 2, total, 2, generator=generator, dtype=torch.float64) * 1.5 - 0.25
+    weights = torch.rand(2, 4, 2, total, generator=generator, dtype=torch.float64)
+    out = ms_deform_attn_ragged(value, shapes, locations, weights, points_per_level, method)
+    expected = deform_attn_loops(value, RAGGED.levels, locations, weights, points_per_level, sample)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_ragged_with_equal_points_is_the_slot():
+    case = SMALL_CASES[0]
+    value, shapes, locations, weights = make_inputs(case, dtype=torch.float64)
+    torch.testing.assert_close(
+        ms_deform_attn_ragged(value, shapes, *_flat_points(locations, weights),
+                              [case.points] * len(case.levels)),
+        ms_deform_attn_portable(value, shapes, locations, weights), rtol=0, atol=0)
+
+
+# Bad input: (id, how the valid inputs are broken, exception, words the message must contain).
+# Inputs are the "levels_1x1" case: batch 3, levels 1x1, 2x3, 1x1 (len_in 8), 2 heads x 8,
+# 5 queries, 3 points.
+BAD_INPUTS = [
+    ("len_in_not_sum_hw", lambda v, s, loc, w: (v[:, :-1], s, loc, w), ValueError,
+     ["len_in=7", "sum(H*W)=8"]),
+    ("spatial_shapes_int32", lambda v, s, loc, w: (v, s.int(), loc, w), TypeError,
+     ["spatial_shapes", "int64", "torch.int32"]),
+    ("spatial_shapes_float", lambda v, s, loc, w: (v, s.double(), loc, w), TypeError,
+     ["spatial_shapes", "int64"]),
+    ("spatial_shapes_not_pairs", lambda v, s, loc, w: (v, s.view(-1), loc, w), ValueError,
+     ["spatial_shapes", "(levels, 2)"]),
+    ("spatial_shapes_zero_size", lambda v, s, loc, w: (v, s * 0, loc, w), ValueError,
+     ["spatial_shapes", "positive"]),
+    ("value_3d", lambda v, s, loc, w: (v.flatten(2), s, loc, w), ValueError,
+     ["value", "(batch, len_in, heads, channels)"]),
+    ("locations_wrong_heads", lambda v, s, loc, w: (v, s, loc[:, :, :1], w[:, :, :1]), ValueError,
+     ["sampling_locations", "(batch, len_q, heads, levels, points, 2)"]),
+    ("locations_wrong_levels", lambda v, s, loc, w: (v, s, loc[:, :, :, :2], w[:, :, :, :2]),
+     ValueError, ["sampling_locations", "levels"]),
+    ("locations_wrong_batch", lambda v, s, loc, w: (v, s, loc[:2], w[:2]), ValueError,
+     ["sampling_locations", "(3, len_q, 2, 3, points, 2)"]),
+    ("weights_wrong_points", lambda v, s, loc, w: (v, s, loc, w[..., :2]), ValueError,
+     ["attention_weights", "(3, 5, 2, 3, 3)", "(3, 5, 2, 3, 2)"]),
+    ("weights_dtype", lambda v, s, loc, w: (v, s, loc, w.double()), TypeError,
+     ["attention_weights", "torch.float64", "share a dtype"]),
+    ("value_integer", lambda v, s, loc, w: (v.long(), s, loc, w), TypeError,
+     ["value", "floating-point"]),
+    ("locations_not_a_tensor", lambda v, s, loc, w: (v, s, loc.tolist(), w), TypeError,
+     ["sampling_locations", "torch.Tensor", "list"]),
+    ("weights_on_another_device", lambda v, s, loc, w: (v, s, loc, w.to("meta")), ValueError,
+     ["attention_weights", "meta", "one device"]),
+    ("value_on_another_device", lambda v, s, loc, w: (v.to("meta"), s, loc, w), ValueError,
+     ["sampling_locations", "meta", "one device"]),
+]
+
+
+@pytest.mark.parametrize(("break_inputs", "error", "words"),
+                         [pytest.param(*row[1:], id=row[0]) for row in BAD_INPUTS])
+def test_bad_input_raises_an_error_naming_the_argument(break_inputs, error, words):
+    case = next(c for c in SMALL_CASES if c.name == "levels_1x1")
+    with pytest.raises(error) as raised:
+        ms_deform_attn_portable(*break_inputs(*make_inputs(case)))
+    for word in words:
+        assert word in str(raised.value)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"points_per_level": [1, 1]}, ValueError, ["points_per_level", "3 levels"]),
+    ({"points_per_level": [1, 1, 1], "method": "nearest"}, ValueError, ["method", "'nearest'"]),
+    ({"points_per_level": [2, 2, 1]}, ValueError, ["sampling_locations", "sum(points_per_level)"]),
+])
+def test_ragged_bad_input(kwargs, error, words):
+    case = next(c for c in SMALL_CASES if c.name == "levels_1x1")
+    value, shapes, locations, weights = make_inputs(case)
+    with pytest.raises(error) as raised:
+        ms_deform_attn_ragged(value, shapes, *_flat_points(locations[..., :1, :], weights[..., :1]),
+                              **kwargs)
+    for word in words:
+        assert word in str(raised.value)
