@@ -1,3 +1,3 @@
-"""LibreYOLO kernels: portable reference numerics, accelerated variants and the registry between them."""
+"""LibreYOLO kernels: reference numerics, accelerated variants, and the registry between them."""
 
 __version__ = "0.1.0"

@@ -80,7 +80,8 @@ def quantize(
     if zero_point:
         codes = codes - zero_point
     codes = torch.where(zero_scale, 0.0, codes)
-    return codes, codes * scale, mask
+    # where(), not codes * scale: a scale of -0.0 is zero too, and 0 * -0.0 would be -0.0
+    return codes, torch.where(zero_scale, 0.0, codes * scale), mask
 
 
 def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> Quantized:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from libreyolo.capture import host_reads_forbidden
 from libreyolo.quant.formats import FP8_FORMATS, GROUPED_INT_BITS, INT8_AFFINE_MAX, INT8_AFFINE_MIN
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -86,7 +87,7 @@ def check_scale(
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(scale.shape)}")
     if scale.device != device:
         raise ValueError(f"{name} must be on {device} (the input's device), got {scale.device}")
-    if _capturing():  # a graph has no host to branch on: values are checked when run eagerly
+    if host_reads_forbidden():  # a graph has no host to branch on: checked when run eagerly
         return scale
     bad = ~torch.isfinite(scale) | (scale < 0)
     if bool(bad.any()):
@@ -120,17 +121,6 @@ def check_all_finite(name: str, x: torch.Tensor) -> None:
     bad = ~torch.isfinite(x)
     if bool(bad.any()):
         raise ValueError(f"{name} must be finite to be packed, got {_first(x, bad)}")
-
-
-def _capturing() -> bool:
-    """True while torch.jit.trace, torch.compile or torch.export captures a graph.
-
-    Kept here rather than imported from libreyolo.kernels: the references must not depend on
-    the registry.
-    """
-    compiler = torch.compiler
-    exporting = getattr(compiler, "is_exporting", lambda: False)
-    return torch.jit.is_tracing() or compiler.is_compiling() or exporting()
 
 
 def _first(t: torch.Tensor, bad: torch.Tensor) -> str:

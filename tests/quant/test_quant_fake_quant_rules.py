@@ -209,3 +209,25 @@ def test_non_contiguous_input_with_nan_in_its_gaps_gives_the_contiguous_bits(cas
     x = storage[:, ::2]
     op, _, kwargs = _run(case, x)
     assert_same_bits(op(x, **kwargs), op(x.contiguous(), **kwargs))
+
+
+GIVEN_SCALE_CASES = {
+    "int8_per_channel": ("fake_quant_int8_per_channel", lambda z: {"scale": z.expand(ROWS)}),
+    "int8_affine": ("fake_quant_int8_affine", lambda z: {"scale": z, "zero_point": 5}),
+    "fp8_tensor": ("fake_quant_fp8", lambda z: {"scale": z}),
+    "fp8_channel": ("fake_quant_fp8", lambda z: {"scale": z.expand(ROWS), "axis": 0}),
+}
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0], ids=["+0", "-0"])
+@pytest.mark.parametrize("case", GIVEN_SCALE_CASES)
+def test_a_zero_scale_gives_positive_zero_nan_only_at_nan_and_no_gradient(case, zero):
+    op_name, params = GIVEN_SCALE_CASES[case]
+    x = adversarial((ROWS, COLS), seed=7).requires_grad_()
+    kwargs = params(torch.tensor(zero))
+    out = getattr(fq, op_name)(x, **kwargs)
+    out.backward(torch.randn_like(out) + 2.0)
+    finite_or_inf = ~x.isnan()
+    assert (bits(out)[finite_or_inf] == 0).all()
+    assert out.isnan().equal(x.isnan())
+    assert (bits(x.grad) == 0).all()

@@ -18,14 +18,13 @@ THIRD_PARTY = textwrap.dedent(
     """
 )
 
+# How an absent package looks to importers: ``import triton`` raises ModuleNotFoundError and
+# ``importlib.util.find_spec("triton")`` returns None.
 BLOCK_TRITON = textwrap.dedent(
     """
-    import importlib.abc, sys
-    class _Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("triton", "kernels"):
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    sys.meta_path.insert(0, _Block())
+    import sys
+    sys.modules["triton"] = None
+    sys.modules["kernels"] = None
     """
 )
 
@@ -91,13 +90,13 @@ def test_everything_resolves_with_triton_absent_and_no_cuda(tmp_path):
     seen = run_python(
         BLOCK_TRITON
         + """
-        import json, warnings
-        import torch
-        torch.cuda.is_available = lambda: False
-        warnings.simplefilter("error")
-        import libreyolo.kernels as k
-        print(json.dumps(k.active()))
-        """,
+import json, warnings
+import torch
+torch.cuda.is_available = lambda: False
+warnings.simplefilter("error")
+import libreyolo.kernels as k
+print(json.dumps(k.active()))
+""",
         tmp_path,
     )
     assert seen["fake_quant_fp8"] == "reference"

@@ -11,7 +11,7 @@ from libreyolo.kernels import candidates, register, registered, unregister
 
 SLOT = "ms_deform_attn"
 THREADS = 16
-ROUNDS = 150
+ROUNDS = 400
 
 
 @pytest.fixture

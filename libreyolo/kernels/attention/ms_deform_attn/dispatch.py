@@ -6,8 +6,8 @@ The slot has no reference; a caller keeps its portable path and takes it wheneve
 
 from __future__ import annotations
 
+from libreyolo.capture import is_capturing
 from libreyolo.kernels import dispatch
-from libreyolo.kernels.capture import is_capturing
 
 SLOT = "ms_deform_attn"
 

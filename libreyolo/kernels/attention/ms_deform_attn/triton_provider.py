@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
-from libreyolo.kernels.capture import capture_reason
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Offsets inside the kernels are int32.

@@ -1,7 +1,9 @@
-"""Is a graph being captured? Exported graphs must contain the portable math only.
+"""Is a graph being captured? Shared by the references and the kernels, so it sits outside both.
 
-Every accelerated implementation declines its input while this is true, so ONNX export,
-``torch.jit.trace``, ``torch.export`` and ``torch.compile`` see the portable path.
+Every accelerated implementation declines its input while ``is_capturing()`` is true, so ONNX
+export, ``torch.jit.trace``, ``torch.export`` and ``torch.compile`` see the portable path. CUDA
+graph capture is different: accelerated kernels must run under it, but nothing may read device
+data on the host, so argument checks that read values skip them (``host_reads_forbidden()``).
 """
 
 from __future__ import annotations
@@ -29,3 +31,10 @@ def capture_reason() -> str | None:
     if is_capturing():
         return "a graph is being captured (trace/compile/export): it must keep the portable path"
     return None
+
+
+def host_reads_forbidden() -> bool:
+    """True when reading a tensor's values on the host would break a capture in progress."""
+    if is_capturing():
+        return True
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
