@@ -1,0 +1,141 @@
+"""Run a ``Plan``: the launches, and the autograd wiring of the straight-through backward.
+
+Forward is one launch of ``fake_quant_kernel``. Two kinds of op need a first pass
+(``finite_amax_partials_kernel``), because their scale depends on more elements than one tile
+holds: NVFP4 without a given ``global_amax`` (the tensor scale needs the whole tensor's amax) and
+dynamic per-row scales of rows wider than ``MAX_UNIT``. Backward is one launch of the same kernel
+in its backward mode: it recomputes the mask from ``x`` and the saved partials instead of
+storing a mask in forward, so forward writes nothing but its output.
+
+Non-contiguous inputs are copied to a contiguous tensor first (an explicit, documented copy: the
+kernel then needs no strides, and the copy is the only extra pass such inputs cost).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import triton
+
+from .kernels import fake_quant_kernel, finite_amax_partials_kernel
+from .plan import GPU_TILE, MAX_PARTIALS, AmaxFrom, Grid, InputKind, Plan, ScaleRule
+
+_BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def _as_loaded(x: torch.Tensor) -> torch.Tensor:
+    """The kernel reads bfloat16 as int16 bits (it widens them itself); others as they are."""
+    return x.view(torch.int16) if x.dtype == torch.bfloat16 else x
+
+
+def _warps(elements: int) -> int:
+    return 8 if elements >= 8192 else 4
+
+
+def amax_partials(x: torch.Tensor, rows: int, cols: int, chunk: int) -> torch.Tensor:
+    """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor, n <= 128."""
+    chunks = triton.cdiv(cols, chunk)
+    iterations = triton.next_power_of_2(triton.cdiv(chunks, MAX_PARTIALS))
+    n_partials = max(1, triton.cdiv(chunks, iterations))
+    partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
+    finite_amax_partials_kernel[(rows, n_partials)](
+        _as_loaded(x), partials, cols, n_partials,
+        IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
+        num_warps=_warps(chunk),
+    )
+    return partials
+
+
+class Tiling(NamedTuple):
+    """How the quantizing pass covers a plan: ``programs`` tiles of ``block_units`` units."""
+
+    unit: int
+    unit_pad: int
+    block_units: int
+    units_per_row: int
+    n_units: int
+    programs: int
+
+
+def tiling(plan: Plan, tile: int = GPU_TILE) -> Tiling:
+    """Units are the plan's own (a group, a block, a row) or ``tile``-wide pieces of a row."""
+    unit = plan.unit or min(triton.next_power_of_2(plan.cols), tile)
+    unit_pad = triton.next_power_of_2(unit)
+    block_units = max(1, tile // unit_pad)
+    units_per_row = triton.cdiv(plan.cols, unit)
+    n_units = plan.rows * units_per_row
+    return Tiling(unit, unit_pad, block_units, units_per_row, n_units,
+                  triton.cdiv(n_units, block_units))
+
+
+def first_pass(plan: Plan, x: torch.Tensor, tile: int) -> torch.Tensor | None:
+    """The amax partials the quantizing pass reads, or None when it needs none."""
+    if x.numel() == 0:
+        return None
+    if plan.scale_rule == ScaleRule.NVFP4:
+        if plan.tensor_amax is not None:
+            return plan.tensor_amax.reshape(1, 1)
+        return amax_partials(x, 1, x.numel(), tile)
+    if plan.amax_from == AmaxFrom.ROW_PARTIALS:
+        return amax_partials(x, plan.rows, plan.cols, tile)
+    return None
+
+
+def quantize(
+    plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
+    grad: torch.Tensor | None = None, tile: int = GPU_TILE,
+) -> torch.Tensor:
+    """Forward output (``grad is None``) or the straight-through gradient, for contiguous ``x``."""
+    out = torch.empty_like(x)
+    if x.numel() == 0:
+        return out
+    t = tiling(plan, tile)
+    n_partials = partials.shape[-1] if partials is not None else 1
+    bits = _BITS[x.dtype]
+    grid, block_scales = plan.grid, plan.block_scale_grid or Grid(True)
+    fake_quant_kernel[(t.programs,)](
+        _as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
+        plan.scale if plan.scale is not None else x,
+        partials if partials is not None else x,
+        t.n_units, t.units_per_row, plan.cols, t.unit, plan.channels, n_partials,
+        plan.zero_point or 0,
+        IN_KIND=int(InputKind.of(x.dtype)),
+        FLOAT_GRID=grid.floating, QMIN=grid.qmin, QMAX=grid.qmax,
+        MBITS=grid.mbits, EMIN=grid.emin, FMAX=grid.fmax,
+        SCALE_SOURCE=int(plan.scale_source), AMAX_FROM=int(plan.amax_from),
+        SCALE_RULE=int(plan.scale_rule), AMAX_DIVISOR=plan.amax_divisor,
+        ELEMENT_EMAX=plan.element_emax, SCALE_MBITS=block_scales.mbits,
+        SCALE_EMIN=block_scales.emin, SCALE_MAX=block_scales.fmax,
+        HAS_ZERO_POINT=bool(plan.zero_point),
+        BACKWARD=grad is not None,
+        BLOCK_UNITS=t.block_units, UNIT_PAD=t.unit_pad,
+        PARTIALS_PAD=triton.next_power_of_2(n_partials),
+        num_warps=_warps(t.block_units * t.unit_pad), enable_fp_fusion=False,
+    )
+    return out
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Forward: the fake-quantized tensor. Backward: ``where(mask, g, 0)`` for ``x`` only
+    (scales, given or computed, are constants: rule 8)."""
+
+    @staticmethod
+    def forward(ctx, x, plan, tile):
+        x = x.detach().contiguous()
+        partials = first_pass(plan, x, tile)
+        ctx.plan, ctx.x, ctx.partials, ctx.tile = plan, x, partials, tile
+        return quantize(plan, x, partials, tile=tile)
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = g.reshape(ctx.x.shape).contiguous()
+        return quantize(ctx.plan, ctx.x, ctx.partials, grad, ctx.tile), None, None
+
+
+def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
+    """Fake-quantize ``plan.x``; differentiable (straight-through) when it requires grad."""
+    if torch.is_grad_enabled() and plan.x.requires_grad:
+        return _StraightThrough.apply(plan.x, plan, tile)
+    x = plan.x.contiguous()
+    return quantize(plan, x, first_pass(plan, x, tile), tile=tile)

@@ -1,0 +1,254 @@
+"""From a slot's arguments to the one kernel's configuration (no triton here: cheap to import).
+
+Each ``plan_<slot>`` validates its arguments with the shared validators (the same TypeError and
+ValueError as the reference) and describes the work as a ``Plan``: a row-major ``(rows, cols)``
+view of the input, the value grid, where scales come from, and how wide a *unit* (the columns
+that share one computed scale, or simply a tile row) is. ``launch.py`` turns a plan into launches.
+
+Planning reads no tensor data except where the shared validators do (user-given scales and zero
+points), and copies nothing, so the provider's ``accepts`` can plan to validate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+
+from libreyolo.quant import validation
+from libreyolo.quant.formats import (
+    E2M1,
+    E4M3,
+    FP8_FORMATS,
+    INT8_AFFINE_MAX,
+    INT8_AFFINE_MIN,
+    MX_BLOCK_SIZE,
+    NVFP4_BLOCK_SIZE,
+    NVFP4_TENSOR_SCALE_DIVISOR,
+    FloatFormat,
+    int_qmax,
+)
+
+#: Elements per program on the GPU: 16 KiB of float32 in flight per program, 32 per thread at
+#: four warps. Fixed (no autotuning), so "every configuration" is this one.
+GPU_TILE = 4096
+#: The widest unit whose amax one program computes from its own tile (a whole row of a dynamic
+#: per-row op, or a group). Wider rows take the two-pass route through amax partials.
+MAX_UNIT = 8192
+#: At most this many partial maxima per row in the amax pass; the quantizing pass reduces them.
+MAX_PARTIALS = 128
+
+
+class InputKind(IntEnum):
+    """How the kernel reads the input: bfloat16 arrives as int16 bits and is widened by a shift."""
+
+    FLOAT32 = 0
+    FLOAT16 = 1
+    BFLOAT16 = 2
+
+    @classmethod
+    def of(cls, dtype: torch.dtype) -> InputKind:
+        return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
+
+
+class ScaleSource(IntEnum):
+    TENSOR = 0  # scale[0]
+    PER_ROW = 1  # scale[row % channels]
+    PER_COL = 2  # scale[col]
+    FROM_AMAX = 3  # computed from a finite amax (rule 6)
+
+
+class AmaxFrom(IntEnum):
+    UNIT = 0  # the unit's own elements, inside the tile
+    ROW_PARTIALS = 1  # the amax pass's partial maxima of the unit's row
+
+
+class ScaleRule(IntEnum):
+    DIVIDE = 0  # amax / amax_divisor
+    E8M0 = 1  # 2^clamp(floor(log2 amax) - element_emax, -127, 127)
+    NVFP4 = 2  # E4M3(unit amax / (6 * s_t)) * s_t, s_t = tensor amax / 2688
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The values a format can take, as the kernel rounds onto them."""
+
+    floating: bool
+    qmin: float = 0.0
+    qmax: float = 0.0
+    mbits: int = 0
+    emin: int = 0
+    fmax: float = 0.0
+
+    @classmethod
+    def integers(cls, qmin: int, qmax: int) -> Grid:
+        return cls(False, qmin=float(qmin), qmax=float(qmax))
+
+    @classmethod
+    def of(cls, fmt: FloatFormat) -> Grid:
+        return cls(True, mbits=fmt.mantissa_bits, emin=fmt.min_normal_exponent, fmax=fmt.max_value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One fake-quantization as the kernel sees it (see the module docstring)."""
+
+    x: torch.Tensor  # the input as given (launch makes it contiguous)
+    rows: int
+    cols: int
+    grid: Grid
+    scale_source: ScaleSource
+    scale: torch.Tensor | None = None  # a given scale (TENSOR, PER_ROW, PER_COL), contiguous
+    channels: int = 1  # PER_ROW: rows cycle through this many channels
+    unit: int = 0  # 0: the tile's width (no per-unit scale)
+    amax_from: AmaxFrom = AmaxFrom.UNIT
+    scale_rule: ScaleRule = ScaleRule.DIVIDE
+    amax_divisor: float = 1.0
+    element_emax: int = 0
+    zero_point: int | None = None
+    tensor_amax: torch.Tensor | None = None  # NVFP4: a given global amax (else computed)
+    block_scale_grid: Grid | None = None  # NVFP4: the grid block scales are rounded onto
+
+
+def _channel_view(x: torch.Tensor, axis: int) -> tuple[int, int, ScaleSource]:
+    """(rows, cols, source) of the view in which channel ``axis`` is constant per row (inner
+    dimensions exist) or is the column (``axis`` is the last dimension)."""
+    channels = x.shape[axis]
+    inner = math.prod(x.shape[axis + 1 :])
+    if inner == 1:
+        return x.numel() // max(channels, 1), channels, ScaleSource.PER_COL
+    return x.numel() // inner, inner, ScaleSource.PER_ROW
+
+
+def _last_dim_view(x: torch.Tensor) -> tuple[int, int]:
+    cols = x.shape[-1] if x.dim() else 1
+    return (x.numel() // cols if cols else 0), cols
+
+
+def _per_row_amax(x: torch.Tensor, grid: Grid, divisor: float) -> Plan:
+    """Scales from each row's finite amax along the last dim: in-tile when the row fits one unit,
+    else through the amax pass."""
+    rows, cols = _last_dim_view(x)
+    wide = cols > MAX_UNIT
+    return Plan(
+        x, rows, cols, grid, ScaleSource.FROM_AMAX,
+        unit=0 if wide else cols,
+        amax_from=AmaxFrom.ROW_PARTIALS if wide else AmaxFrom.UNIT,
+        amax_divisor=divisor,
+    )
+
+
+def plan_int8_per_channel(x, scale, axis=0) -> Plan:
+    validation.check_float_tensor("x", x)
+    validation.check_min_rank("x", x, 1)
+    axis = validation.check_axis("axis", axis, x.dim())
+    validation.check_scale("scale", scale, (x.shape[axis],), x.device)
+    rows, cols, source = _channel_view(x, axis)
+    return Plan(x, rows, cols, Grid.integers(-127, 127), source,
+                scale=scale.contiguous(), channels=x.shape[axis])
+
+
+def plan_int8_affine(x, scale, zero_point) -> Plan:
+    validation.check_float_tensor("x", x)
+    validation.check_scale("scale", scale, (), x.device)
+    zero_point = validation.check_zero_point("zero_point", zero_point)
+    return Plan(x, 1, x.numel(), Grid.integers(INT8_AFFINE_MIN, INT8_AFFINE_MAX),
+                ScaleSource.TENSOR, scale=scale.contiguous(), zero_point=zero_point)
+
+
+def plan_fp8(x, scale=None, *, fmt="e4m3", axis=None) -> Plan:
+    validation.check_float_tensor("x", x)
+    grid = Grid.of(FP8_FORMATS[validation.check_fp8_format("fmt", fmt)])
+    if scale is None:
+        if axis is not None:  # the reference's words (libreyolo.quant.quantizers.fp8)
+            raise ValueError(
+                f"axis must be None when scale is None (dynamic scaling is per row along the "
+                f"last dim), got {axis}"
+            )
+        validation.check_min_rank("x", x, 1)
+        return _per_row_amax(x, grid, grid.fmax)
+    if axis is None:
+        validation.check_scale("scale", scale, (), x.device)
+        return Plan(x, 1, x.numel(), grid, ScaleSource.TENSOR, scale=scale.contiguous())
+    validation.check_min_rank("x", x, 1)
+    axis = validation.check_axis("axis", axis, x.dim())
+    validation.check_scale("scale", scale, (x.shape[axis],), x.device)
+    rows, cols, source = _channel_view(x, axis)
+    return Plan(x, rows, cols, grid, source, scale=scale.contiguous(), channels=x.shape[axis])
+
+
+def plan_int_grouped(w, bits, group_size) -> Plan:
+    validation.check_float_tensor("w", w)
+    validation.check_rank("w", w, 2)
+    bits = validation.check_bits("bits", bits)
+    group_size = validation.check_positive_int("group_size", group_size)
+    qmax = int_qmax(bits)
+    grid = Grid.integers(-qmax, qmax)
+    if group_size >= w.shape[1]:  # one group per row
+        return _per_row_amax(w, grid, float(qmax))
+    return Plan(w, w.shape[0], w.shape[1], grid, ScaleSource.FROM_AMAX,
+                unit=group_size, amax_divisor=float(qmax))
+
+
+def _nvfp4(x: torch.Tensor, tensor_amax: torch.Tensor | None) -> Plan:
+    rows, cols = _last_dim_view(x)
+    return Plan(x, rows, cols, Grid.of(E2M1), ScaleSource.FROM_AMAX,
+                unit=NVFP4_BLOCK_SIZE, scale_rule=ScaleRule.NVFP4,
+                amax_divisor=NVFP4_TENSOR_SCALE_DIVISOR, tensor_amax=tensor_amax,
+                block_scale_grid=Grid.of(E4M3))
+
+
+def plan_nvfp4_weight(w, global_amax=None) -> Plan:
+    validation.check_float_tensor("w", w)
+    validation.check_rank("w", w, 2)
+    if global_amax is not None:
+        validation.check_scale("global_amax", global_amax, (), w.device)
+    return _nvfp4(w, global_amax)
+
+
+def plan_nvfp4_dynamic(x) -> Plan:
+    validation.check_float_tensor("x", x)
+    validation.check_min_rank("x", x, 1)
+    return _nvfp4(x, None)
+
+
+def _mx(x: torch.Tensor, element: FloatFormat) -> Plan:
+    rows, cols = _last_dim_view(x)
+    return Plan(x, rows, cols, Grid.of(element), ScaleSource.FROM_AMAX,
+                unit=MX_BLOCK_SIZE, scale_rule=ScaleRule.E8M0,
+                element_emax=element.max_exponent)
+
+
+def _mx_weight(element: FloatFormat):
+    def plan(w) -> Plan:
+        validation.check_float_tensor("w", w)
+        validation.check_rank("w", w, 2)
+        return _mx(w, element)
+
+    return plan
+
+
+def _mx_dynamic(element: FloatFormat):
+    def plan(x) -> Plan:
+        validation.check_float_tensor("x", x)
+        validation.check_min_rank("x", x, 1)
+        return _mx(x, element)
+
+    return plan
+
+
+#: Slot name -> the function that plans it from the slot's own arguments.
+PLANNERS = {
+    "fake_quant_int8_per_channel": plan_int8_per_channel,
+    "fake_quant_int8_affine": plan_int8_affine,
+    "fake_quant_fp8": plan_fp8,
+    "fake_quant_int_grouped": plan_int_grouped,
+    "fake_quant_nvfp4_weight": plan_nvfp4_weight,
+    "fake_quant_nvfp4_dynamic": plan_nvfp4_dynamic,
+    "fake_quant_mxfp4_weight": _mx_weight(E2M1),
+    "fake_quant_mxfp4_dynamic": _mx_dynamic(E2M1),
+    "fake_quant_mxfp8_weight": _mx_weight(E4M3),
+    "fake_quant_mxfp8_dynamic": _mx_dynamic(E4M3),
+}

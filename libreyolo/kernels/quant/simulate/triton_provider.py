@@ -1,0 +1,97 @@
+"""Registers the ``triton`` implementation of every fake-quant slot.
+
+Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton itself: without
+triton it still imports and registers, and the environment check says why nothing runs. Kernels
+load on the first call that runs one.
+
+Eligibility, in the order ``accepts`` checks it:
+1. the arguments, with the shared validators: bad input raises the reference's TypeError or
+   ValueError here too, it is never silently declined;
+2. graph capture (tracing, compiling, exporting, ONNX export): exported graphs keep the
+   reference's portable math;
+3. what the kernel cannot hold: sparse layouts, 2^31 or more elements, groups wider than one tile;
+4. the input's device: CUDA for compiled kernels, CPU under ``TRITON_INTERPRET=1``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+
+from libreyolo.capture import capture_reason
+from libreyolo.kernels import register
+
+from .plan import MAX_UNIT, PLANNERS, AmaxFrom, Plan, ScaleSource
+
+NAME = "triton"
+_HERE = Path(__file__).resolve().parent
+SOURCES = tuple(str(_HERE / f) for f in ("kernels.py", "launch.py", "plan.py", Path(__file__).name))
+_MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
+
+
+def interpreting() -> bool:
+    """Is the Triton interpreter on? (triton's own reading of the variable accepts these.)"""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "on"}
+
+
+def triton_ready() -> bool:
+    """Environment check: triton importable, and CUDA present or the interpreter on."""
+    return _triton_installed() and (interpreting() or torch.cuda.is_available())
+
+
+def _triton_installed() -> bool:
+    """Found without importing it (an import hook may refuse it: that is "not installed")."""
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def decline_reason(plan: Plan) -> str | None:
+    """Why the kernel will not take this (already validated) input, or None."""
+    captured = capture_reason()
+    if captured is not None:
+        return captured
+    x = plan.x
+    if x.layout != torch.strided:
+        return f"x has layout {x.layout}: the kernels read strided (dense) tensors"
+    if x.numel() >= _MAX_ELEMENTS:
+        return f"x has {x.numel()} elements: the kernels index fewer than 2^31"
+    wide_group = plan.scale_source == ScaleSource.FROM_AMAX and plan.amax_from == AmaxFrom.UNIT
+    if wide_group and plan.unit > MAX_UNIT:
+        return f"groups of {plan.unit} columns: one program holds at most {MAX_UNIT}"
+    if interpreting() and x.device.type != "cpu":
+        return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
+    if not interpreting() and x.device.type != "cuda":
+        return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
+    return None
+
+
+def _implementation(slot: str):
+    planner = PLANNERS[slot]
+
+    def accepts(*args, **kwargs) -> str | None:
+        return decline_reason(planner(*args, **kwargs))
+
+    def run(*args, **kwargs) -> torch.Tensor:
+        from .launch import run as launch  # imports triton: only when a kernel runs
+
+        return launch(planner(*args, **kwargs))
+
+    accepts.__qualname__ = f"accepts_{slot}"
+    run.__qualname__ = run.__name__ = f"triton_{slot}"
+    run.__doc__ = f"Triton {slot}, bit-exact against libreyolo.quant.fake_quant.{slot}."
+    return run, accepts
+
+
+def register_all() -> None:
+    """Register every fake-quant slot's ``triton`` implementation (again: replaces them)."""
+    for slot in PLANNERS:
+        run, accepts = _implementation(slot)
+        register(slot, run, name=NAME, predicate=triton_ready, accepts=accepts, sources=SOURCES)
+
+
+register_all()

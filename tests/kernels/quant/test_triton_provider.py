@@ -1,0 +1,90 @@
+"""The Triton fake-quant provider's registration and eligibility, checked without running a kernel.
+
+These run in any CPU process; the kernels themselves are checked under the interpreter
+(``test_triton_fake_quant_interpreter.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from triton_fq_inputs import ERRORS, make_arguments
+
+from libreyolo.kernels.quant.simulate import triton_provider
+from libreyolo.kernels.quant.simulate.plan import PLANNERS
+from libreyolo.quant import fake_quant as reference
+
+PROVIDER = "libreyolo.kernels.quant.simulate.triton_provider"
+
+
+def _fresh_python(code: str, *, block_triton: bool) -> dict:
+    """Run ``code`` in a fresh interpreter (optionally one where triton cannot be imported)
+    and return the JSON object its last line prints."""
+    prologue = "import sys\nsys.modules['triton'] = None\n" if block_triton else ""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", prologue + code], capture_output=True,
+                          text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_provider_imports_no_triton():
+    result = _fresh_python(
+        f"import json, sys, {PROVIDER}\n"
+        "print(json.dumps({'triton': 'triton' in sys.modules}))",
+        block_triton=False,
+    )
+    assert result == {"triton": False}
+
+
+def test_without_triton_every_slot_is_registered_but_the_reference_runs():
+    result = _fresh_python(
+        "import json\n"
+        "from libreyolo.kernels import active, explain\n"
+        "from libreyolo.kernels.quant.simulate.plan import PLANNERS\n"
+        "reasons = {s: dict((i.name, r) for i, r in explain(s)).get('triton') for s in PLANNERS}\n"
+        "print(json.dumps({'active': active(), 'reasons': reasons}))",
+        block_triton=True,
+    )
+    for slot in PLANNERS:
+        assert result["active"][slot] == "reference"
+        assert "triton_ready" in result["reasons"][slot]
+
+
+@pytest.mark.parametrize("error_id", ERRORS)
+def test_accepts_raises_the_reference_error_instead_of_declining(error_id):
+    case = ERRORS[error_id]
+    args, kwargs = make_arguments(case, torch.float32)
+    accepts = triton_provider._implementation(case["slot"])[1]
+    with pytest.raises((TypeError, ValueError)) as expected:
+        getattr(reference, case["slot"])(*args, **kwargs)
+    with pytest.raises(expected.type) as got:
+        accepts(*args, **kwargs)
+    assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.skipif(triton_provider.interpreting(), reason="CPU tensors are the interpreter's")
+def test_a_cpu_tensor_is_declined_for_the_compiled_kernels():
+    plan = PLANNERS["fake_quant_mxfp4_dynamic"](torch.randn(4, 64))
+    assert "need a CUDA tensor" in triton_provider.decline_reason(plan)
+
+
+def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
+    reasons = []
+
+    def quantize(x):
+        reasons.append(triton_provider.decline_reason(PLANNERS["fake_quant_fp8"](x)))
+        return x * 2
+
+    torch.jit.trace(quantize, (torch.randn(4, 64),))
+    assert "graph is being captured" in reasons[0]
+
+
+def test_groups_wider_than_one_program_are_declined():
+    w = torch.randn(2, 20000)
+    plan = PLANNERS["fake_quant_int_grouped"](w, 4, 10000)
+    assert "at most 8192" in triton_provider.decline_reason(plan)
