@@ -1,0 +1,1 @@
+"""The parity and conformance suite: `pytest conformance/` (see docs/conformance.md)."""

@@ -1,0 +1,158 @@
+"""Fake-quantization slots: exact forward, straight-through backward (docs/quantization.md).
+
+Each entry builds its inputs from a shape-set case (`conformance/shapes/<slot>.toml`) and draws
+new cases from a hypothesis strategy; both go through the same `make_inputs`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+from hypothesis import strategies as st
+
+from conformance import generators as gen_
+from conformance import strategies as layouts_st
+from conformance.catalogue.spec import TRITON_EXPECTATION, Case, Contract, Inputs, SlotSpec
+from conformance.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
+
+EXACT_STE = Contract("exact", ste=True)
+EXPECTS = {"triton": TRITON_EXPECTATION}
+FP8_GRIDS = {"e4m3": E4M3, "e5m2": E5M2}
+
+
+def ste_mask(op: str):
+    """The reference's straight-through mask for `op` (`libreyolo.quant.fake_quant.ste_mask`),
+    imported at call time so the catalogue loads without the references."""
+
+    def mask(*args, **kwargs):
+        from libreyolo.quant.fake_quant import ste_mask as reference_mask
+
+        return reference_mask(op, *args, **kwargs)
+
+    mask.__qualname__ = f"ste_mask[{op}]"
+    return mask
+
+
+def _shape(case: Case) -> tuple[int, ...]:
+    return tuple(case.params["shape"])
+
+
+def _int8_per_channel(case, dtype, layout, gen):
+    shape, axis = _shape(case), case.params.get("axis", 0)
+    n = shape[axis] if shape else 1
+    scale = gen_.channel_scales(n, gen)
+    unit = torch.where(scale == 0, 1.0, scale).reshape([n if d == axis % len(shape) else 1
+                                                         for d in range(len(shape))])
+    x = gen_.grid_values(shape, INT8, gen, over_max=True) * unit
+    return Inputs((gen_.finish(x, dtype, layout), scale, axis))
+
+
+def _int8_affine(case, dtype, layout, gen):
+    zero_point = int(case.params.get("zero_point", 0))
+    scale = gen_.powers_of_two((), gen)
+    y = gen_.grid_values(_shape(case), INT8_AFFINE, gen, over_max=True) - zero_point
+    return Inputs((gen_.finish(y * scale, dtype, layout), scale, zero_point))
+
+
+def _fp8(case, dtype, layout, gen):
+    shape, fmt, mode = _shape(case), case.params["fmt"], case.params["scale"]
+    grid = FP8_GRIDS[fmt]
+    if mode == "dynamic":
+        x = gen_.blocked_values(shape, grid, gen, dim=-1, size=max(shape[-1], 1))
+        return Inputs((gen_.finish(x, dtype, layout),), {"fmt": fmt})
+    if mode == "tensor":
+        scale = gen_.powers_of_two((), gen)
+        x = gen_.grid_values(shape, grid, gen, over_max=True) * scale
+        return Inputs((gen_.finish(x, dtype, layout), scale), {"fmt": fmt})
+    axis = case.params.get("axis", 0)
+    dim = axis % len(shape)
+    scale = gen_.channel_scales(shape[dim], gen)
+    unit = torch.where(scale == 0, 1.0, scale).reshape(
+        [shape[dim] if d == dim else 1 for d in range(len(shape))])
+    x = gen_.grid_values(shape, grid, gen, over_max=True) * unit
+    return Inputs((gen_.finish(x, dtype, layout), scale), {"fmt": fmt, "axis": axis})
+
+
+def _int_grouped(case, dtype, layout, gen):
+    bits, group = case.params["bits"], case.params["group_size"]
+    w = gen_.blocked_values(_shape(case), INT_BITS[bits], gen, dim=1, size=group)
+    return Inputs((gen_.finish(w, dtype, layout), bits, group))
+
+
+def _blocked(grid, size, dim, case, dtype, layout, gen):
+    x = gen_.blocked_values(_shape(case), grid, gen, dim=dim, size=size)
+    return Inputs((gen_.finish(x, dtype, layout),))
+
+
+def _nvfp4_weight(case, dtype, layout, gen):
+    w = gen_.blocked_values(_shape(case), E2M1, gen, dim=1, size=16)
+    kwargs = {}
+    if case.params.get("global_amax", False):
+        finite = w[torch.isfinite(w)].abs()
+        kwargs["global_amax"] = finite.max() if finite.numel() else torch.tensor(0.0)
+    return Inputs((gen_.finish(w, dtype, layout),), kwargs)
+
+
+def _spec(name, signature, make_inputs, strategy):
+    return SlotSpec(
+        name=name,
+        family="fake_quant",
+        signature=signature,
+        reference=f"libreyolo.quant.fake_quant:{name}",
+        contract=EXACT_STE,
+        shapes=f"{name}.toml",
+        make_inputs=make_inputs,
+        strategy=strategy,
+        ste_mask=ste_mask(name),
+        expects=EXPECTS,
+    )
+
+
+def _case(params: dict) -> Case:
+    return Case(name="hypothesis", source="hypothesis", size="small", params=params)
+
+
+def _with_axis(shape_st, **fixed):
+    return shape_st.flatmap(lambda shape: st.integers(-len(shape), len(shape) - 1).map(
+        lambda axis: _case({"shape": list(shape), "axis": axis, **fixed})))
+
+
+def _fp8_strategy():
+    fmt = st.sampled_from(sorted(FP8_GRIDS))
+    channel = fmt.flatmap(lambda f: _with_axis(layouts_st.shapes(min_dims=1), fmt=f,
+                                               scale="channel"))
+    other = st.builds(lambda shape, f, mode: _case({"shape": list(shape), "fmt": f, "scale": mode}),
+                      layouts_st.shapes(min_dims=1), fmt, st.sampled_from(["tensor", "dynamic"]))
+    return st.one_of(channel, other)
+
+
+def _grouped_strategy():
+    return st.builds(lambda shape, bits, group: _case({"shape": list(shape), "bits": bits,
+                                                        "group_size": group}),
+                     layouts_st.shapes(min_dims=2, max_dims=2), st.sampled_from([2, 4, 8]),
+                     layouts_st.group_sizes())
+
+
+def _plain(min_dims, max_dims=4, **fixed):
+    return lambda: layouts_st.shapes(min_dims=min_dims, max_dims=max_dims).map(
+        lambda shape: _case({"shape": list(shape), **fixed}))
+
+
+SLOTS = [
+    _spec("fake_quant_int8_per_channel", "(x, scale, axis=0)", _int8_per_channel,
+          lambda: _with_axis(layouts_st.shapes(min_dims=1))),
+    _spec("fake_quant_int8_affine", "(x, scale, zero_point)", _int8_affine,
+          lambda: st.builds(lambda s, zp: _case({"shape": list(s), "zero_point": zp}),
+                            layouts_st.shapes(min_dims=0), st.integers(-128, 127))),
+    _spec("fake_quant_fp8", '(x, scale=None, *, fmt="e4m3", axis=None)', _fp8, _fp8_strategy),
+    _spec("fake_quant_int_grouped", "(w, bits, group_size)", _int_grouped, _grouped_strategy),
+    _spec("fake_quant_nvfp4_weight", "(w, global_amax=None)", _nvfp4_weight,
+          lambda: st.builds(lambda s, g: _case({"shape": list(s), "global_amax": g}),
+                            layouts_st.shapes(min_dims=2, max_dims=2), st.booleans())),
+    _spec("fake_quant_nvfp4_dynamic", "(x)", partial(_blocked, E2M1, 16, -1), _plain(1)),
+    _spec("fake_quant_mxfp4_weight", "(w)", partial(_blocked, E2M1, 32, 1), _plain(2, 2)),
+    _spec("fake_quant_mxfp4_dynamic", "(x)", partial(_blocked, E2M1, 32, -1), _plain(1)),
+    _spec("fake_quant_mxfp8_weight", "(w)", partial(_blocked, E4M3, 32, 1), _plain(2, 2)),
+    _spec("fake_quant_mxfp8_dynamic", "(x)", partial(_blocked, E4M3, 32, -1), _plain(1)),
+]

@@ -1,0 +1,145 @@
+"""What a slot declares to the suite: everything the matrix, gate, CLI and docs derive from."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+MODES = ("cpu", "interpreter", "cuda", "cuda-graph")
+LAYOUTS = ("contiguous", "gapped", "transposed")
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+CONTRACT_KINDS = ("exact", "bounded")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """How an implementation's output is judged against the reference.
+
+    `exact`: bit patterns equal the CPU reference's. `bounded`: for the output and the gradients
+    of the `grad_args` inputs, the error against the portable path run in float64 is at most `k`
+    times the portable path's own error in the input's precision, plus a floor of `floor` epsilons
+    of that precision times the float64 result's largest magnitude.
+    `ste`: the gradient of the first grad arg equals `torch.where(mask, g, 0)` bit for bit.
+    """
+
+    kind: str
+    ste: bool = False
+    k: float | None = None
+    floor: float | None = None
+
+    def __post_init__(self):
+        if self.kind not in CONTRACT_KINDS:
+            raise ValueError(f"Contract.kind must be one of {CONTRACT_KINDS}, got {self.kind!r}")
+        if self.kind == "bounded" and (self.k is None or self.floor is None):
+            raise ValueError("a bounded Contract needs both k and floor")
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "ste": self.ste, "k": self.k, "floor": self.floor}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Which cases an implementation promises to take; declining one of them is a failure."""
+
+    modes: frozenset = frozenset(MODES)
+    dtypes: frozenset = frozenset(FLOAT_DTYPES)
+    layouts: frozenset = frozenset(LAYOUTS)
+
+    def covers(self, mode: str, dtype: torch.dtype, layout: str) -> bool:
+        return mode in self.modes and dtype in self.dtypes and layout in self.layouts
+
+    def as_dict(self) -> dict:
+        return {
+            "modes": sorted(self.modes),
+            "dtypes": sorted(str(d).removeprefix("torch.") for d in self.dtypes),
+            "layouts": sorted(self.layouts),
+        }
+
+
+#: What an implementation nobody declared is held to: every case, in every compiled mode its
+#: environment predicate allows (so a backend that declines everything cannot look green).
+ANY_IMPLEMENTATION = "*"
+DEFAULT_EXPECTATION = Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}))
+#: The reference is exercised on CPU and CUDA; graph capture is promised only by accelerated
+#: implementations (DESIGN.md, "Graph capture"), and the interpreter changes nothing for it.
+REFERENCE_EXPECTATION = Expectation(modes=frozenset({"cpu", "cuda"}))
+#: Triton providers run compiled on CUDA and interpreted on CPU tensors.
+TRITON_EXPECTATION = Expectation(modes=frozenset({"cuda", "cuda-graph", "interpreter"}))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One named shape-set entry: generator parameters plus where the shape comes from."""
+
+    name: str
+    source: str
+    size: str
+    params: Mapping[str, Any]
+
+
+@dataclass
+class Inputs:
+    """Arguments for one call; `grad_args`: positional indices of the differentiable inputs."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    grad_args: tuple = (0,)
+
+    def to(self, device: str) -> Inputs:
+        """Same values and layout on another device (strides and gap contents preserved)."""
+        return Inputs(tuple(_move(a, device) for a in self.args),
+                      {k: _move(v, device) for k, v in self.kwargs.items()}, self.grad_args)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [a for a in (*self.args, *self.kwargs.values()) if isinstance(a, torch.Tensor)]
+
+
+def _move(value, device):
+    if not isinstance(value, torch.Tensor) or value.device.type == device:
+        return value
+    if value._base is None:
+        return value.to(device)
+    base = value._base.to(device)
+    return base.as_strided(value.shape, value.stride(), value.storage_offset())
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One slot as the suite sees it; see docs/conformance.md, "Adding a slot"."""
+
+    name: str
+    family: str
+    signature: str
+    reference: str | None
+    contract: Contract
+    shapes: str
+    make_inputs: Callable[[Case, torch.dtype, str, torch.Generator], Inputs]
+    strategy: Callable[[], Any]
+    ste_mask: Callable[..., torch.Tensor] | None = None
+    portable: Callable[..., torch.Tensor] | None = None
+    dtypes: tuple = FLOAT_DTYPES
+    layouts: tuple = LAYOUTS
+    expects: Mapping[str, Expectation] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.contract.ste and self.ste_mask is None:
+            raise ValueError(f"slot {self.name}: an ste contract needs ste_mask")
+        if self.contract.kind == "bounded" and self.portable is None:
+            raise ValueError(f"slot {self.name}: a bounded contract needs a portable path")
+
+    def reference_fn(self) -> Callable:
+        """The reference function, imported on demand (`module:function`)."""
+        if self.reference is None:
+            raise ValueError(f"slot {self.name} has no reference")
+        module, _, attribute = self.reference.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def expectation(self, impl_name: str) -> Expectation:
+        if impl_name == "reference":
+            return self.expects.get("reference", REFERENCE_EXPECTATION)
+        default = self.expects.get(ANY_IMPLEMENTATION, DEFAULT_EXPECTATION)
+        return self.expects.get(impl_name, default)

@@ -1,0 +1,225 @@
+"""Run one matrix cell: build the seeded inputs, ask the implementation, apply the contract."""
+
+from __future__ import annotations
+
+import time
+import traceback
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from conformance import contracts
+from conformance.catalogue.spec import Case, Inputs, SlotSpec
+from conformance.layouts import storage_snapshot
+from conformance.matrix import Cell
+
+GPU_MODES = ("cuda", "cuda-graph")
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """Everything that identifies a cell; `seed` makes its inputs reproducible anywhere."""
+
+    slot: str
+    impl: str
+    mode: str
+    dtype: torch.dtype
+    case: Case
+    layout: str
+    seed: int
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    @property
+    def id(self) -> str:
+        case = f"{self.case.name}@{self.layout}"
+        return f"{self.slot}:{self.impl}:{self.mode}:{self.dtype_name}:{case}"
+
+
+def input_seed(base_seed: int, slot: str, case: str, dtype: torch.dtype, layout: str) -> int:
+    """Same inputs for every implementation and mode of a (slot, case, dtype, layout)."""
+    return zlib.crc32(f"{base_seed}|{slot}|{case}|{dtype}|{layout}".encode())
+
+
+def make_inputs(spec: SlotSpec, plan: CellPlan) -> Inputs:
+    gen = torch.Generator().manual_seed(plan.seed)
+    return spec.make_inputs(plan.case, plan.dtype, plan.layout, gen)
+
+
+def find_impl(op: str, name: str):
+    """The registered implementation of `op` called `name` (None when there is none)."""
+    from libreyolo.kernels import registered
+
+    return next((impl for impl in registered(op) if impl.name == name), None)
+
+
+def decline_reason(op: str, name: str, inputs: Inputs) -> str | None:
+    """Why the registry says `name` would not run these inputs (environment or `accepts`)."""
+    from libreyolo.kernels import explain
+
+    for impl, reason in explain(op, *inputs.args, **inputs.kwargs):
+        if impl.name == name:
+            return reason
+    return f"no implementation named {name!r} is registered for {op}"
+
+
+def _call(fn, inputs: Inputs, mode: str):
+    if mode != "cuda-graph":
+        return fn(*inputs.args, **inputs.kwargs)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up outside capture (compile, autotune, allocate)
+        fn(*inputs.args, **inputs.kwargs)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(*inputs.args, **inputs.kwargs)
+    graph.replay()
+    torch.cuda.synchronize()
+    return out
+
+
+def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) -> Cell:
+    """The cell's verdict; `inputs` (CPU) overrides the seeded ones, for replays."""
+    cell = Cell(plan.slot, plan.impl, plan.mode, plan.dtype_name,
+                f"{plan.case.name}@{plan.layout}", plan.case.size, "pass")
+    device = "cuda" if plan.mode in GPU_MODES else "cpu"
+    impl_inputs = (inputs if inputs is not None else make_inputs(spec, plan)).to(device)
+    try:
+        reason = decline_reason(spec.name, plan.impl, impl_inputs)
+    except Exception as exc:  # noqa: BLE001 - a crashing accepts() is the implementation's bug
+        return _crashed(cell, exc)
+    if reason is not None:
+        covered = spec.expectation(plan.impl).covers(plan.mode, plan.dtype, plan.layout)
+        cell.state, cell.reason = ("fail" if covered else "not-applicable"), reason
+        cell.failed_checks = ["accepts"] if covered else []
+        return cell
+    if plan.mode not in spec.expectation(plan.impl).modes:
+        cell.state = "not-applicable"
+        cell.reason = f"the catalogue does not hold {plan.impl} to mode {plan.mode}"
+        return cell
+    verdict = contracts.Verdict()
+    before = [storage_snapshot(t) for t in impl_inputs.tensors()]
+    differentiable = _wants_gradients(spec, plan, impl_inputs)
+    leaves = [impl_inputs.args[i].requires_grad_(True) for i in impl_inputs.grad_args
+              ] if differentiable else []
+    start = time.perf_counter()
+    try:
+        out = _call(find_impl(spec.name, plan.impl).fn, impl_inputs, plan.mode)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any exception on a valid input is a crash
+        return _crashed(cell, exc)
+    cell.seconds = time.perf_counter() - start
+    want = expected(spec, plan, inputs)
+    try:
+        _judge(verdict, spec, plan, out, leaves, want, device)
+    except Exception as exc:  # noqa: BLE001 - a crashing backward is a crash
+        return _crashed(cell, exc)
+    contracts.check_inputs_unmodified(verdict, impl_inputs, before)
+    cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
+    if verdict.failed:
+        cell.state, cell.reason = "fail", "; ".join(verdict.messages)
+    return cell
+
+
+def _wants_gradients(spec: SlotSpec, plan: CellPlan, inputs: Inputs) -> bool:
+    needs = spec.contract.ste or spec.contract.kind == "bounded"
+    return needs and plan.mode != "cuda-graph" and bool(inputs.grad_args)
+
+
+def _judge(verdict, spec: SlotSpec, plan: CellPlan, out, leaves: list, want: Expected, device):
+    if not contracts.check_common(verdict, out, want.out[0], device):
+        return
+    if spec.contract.kind == "exact":
+        contracts.check_exact(verdict, out, want.out[0])
+        if leaves and not verdict.failed:
+            contracts.check_ste(verdict, leaves[0], out, want.mask, _grad_generator(plan))
+        return
+    candidate = [out]
+    if leaves:
+        candidate += _gradients(out, leaves, _grad_generator(plan))
+    judged = len(candidate)  # cuda-graph cells judge the forward only
+    contracts.check_bounded(verdict, spec.contract, want.names[:judged], candidate,
+                            want.out[:judged], want.oracle[:judged])
+
+
+def _grad_generator(plan: CellPlan) -> torch.Generator:
+    return torch.Generator().manual_seed(plan.seed + 1)
+
+
+def _gradients(out: torch.Tensor, leaves: list, gen: torch.Generator) -> list[torch.Tensor]:
+    """Gradients of `leaves` for a seeded random upstream gradient (zeros where unused)."""
+    g = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype).to(out.device)
+    grads = torch.autograd.grad(out, leaves, g, allow_unused=True) if out.numel() else \
+        [None] * len(leaves)
+    return [torch.zeros_like(leaf) if grad is None else grad.detach()
+            for leaf, grad in zip(leaves, grads, strict=True)]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What an implementation is judged against, computed on CPU. Exact: the reference's output
+    and the STE mask. Bounded: the portable path's output and gradients in the case's dtype
+    (`out`) and in float64 (`oracle`), named in `names`."""
+
+    out: list
+    mask: torch.Tensor | None = None
+    oracle: list | None = None
+    names: tuple = ("output",)
+
+
+_EXPECTED: OrderedDict = OrderedDict()
+_EXPECTED_KEEP = 4
+
+
+def expected(spec: SlotSpec, plan: CellPlan, inputs: Inputs | None = None) -> Expected:
+    """Cached per inputs: every implementation and mode of a cell sees the same seeded inputs
+    (the plan orders implementations innermost so consecutive cells hit this cache)."""
+    if inputs is not None:
+        return _compute_expected(spec, plan, inputs)
+    key = (plan.slot, plan.case.name, repr(sorted(plan.case.params.items())), plan.dtype,
+           plan.layout, plan.seed)
+    if key not in _EXPECTED:
+        _EXPECTED[key] = _compute_expected(spec, plan, make_inputs(spec, plan))
+        while len(_EXPECTED) > _EXPECTED_KEEP:
+            _EXPECTED.popitem(last=False)
+    return _EXPECTED[key]
+
+
+def _compute_expected(spec: SlotSpec, plan: CellPlan, cpu: Inputs) -> Expected:
+    if spec.contract.kind == "exact":
+        with torch.no_grad():
+            out = spec.reference_fn()(*cpu.args, **cpu.kwargs)
+        mask = spec.ste_mask(*cpu.args, **cpu.kwargs) if spec.contract.ste else None
+        return Expected([out], mask)
+    names = ("output", *(f"grad_arg{i}" for i in cpu.grad_args))
+    return Expected(_portable_run(spec, plan, cpu), None,
+                    _portable_run(spec, plan, _as_float64(cpu)), names)
+
+
+def _portable_run(spec: SlotSpec, plan: CellPlan, inputs: Inputs) -> list[torch.Tensor]:
+    inputs = Inputs(tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a
+                          for a in inputs.args), inputs.kwargs, inputs.grad_args)
+    leaves = [inputs.args[i].requires_grad_(True) for i in inputs.grad_args]
+    out = spec.portable(*inputs.args, **inputs.kwargs)
+    return [out.detach(), *_gradients(out, leaves, _grad_generator(plan))]
+
+
+def _as_float64(inputs: Inputs) -> Inputs:
+    def widen(a):
+        return a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+
+    return Inputs(tuple(widen(a) for a in inputs.args),
+                  {k: widen(v) for k, v in inputs.kwargs.items()}, inputs.grad_args)
+
+
+def _crashed(cell: Cell, exc: BaseException) -> Cell:
+    cell.state = "crash"
+    cell.reason = f"{type(exc).__name__}: {exc}"
+    cell.measurements = {"traceback": traceback.format_exc(limit=-3)}
+    return cell

@@ -1,0 +1,131 @@
+"""The checks a cell runs, in order, each with the name a negative control cites.
+
+common: `returns-tensor`, `shape`, `dtype`, `device` (equal to the reference's), `inputs-unmodified`
+(the whole storage behind every tensor argument, gaps included, keeps its bits);
+`exact`: output bits equal the CPU reference's; `ste`: the gradient equals
+`torch.where(mask, g, 0)` bit for bit for a random non-unit `g`; `bounded`: error against a float64
+oracle at most k x the portable path's own error plus a floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from conformance.catalogue.spec import Contract, Inputs
+from conformance.layouts import bits, digest, storage_snapshot
+
+
+@dataclass
+class Verdict:
+    """What the checks found: the names of failed checks, their messages and measurements."""
+
+    failed: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    measurements: dict = field(default_factory=dict)
+
+    def fail(self, check: str, message: str) -> None:
+        self.failed.append(check)
+        self.messages.append(f"{check}: {message}")
+
+
+def ordered(t: torch.Tensor) -> torch.Tensor:
+    """Bits mapped to integers whose order is the float order: their difference counts ULPs."""
+    b = bits(t).long()
+    sign = 1 << (t.element_size() * 8 - 1)
+    return torch.where(b < 0, -(b & (sign - 1)), b) if t.element_size() > 1 else b
+
+
+def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> dict:
+    """Mismatch count, max ULP distance and max abs/rel error over the finite pairs."""
+    a, e = bits(actual), bits(expected)
+    mismatch = a != e
+    out = {"elements": e.numel(), "mismatches": int(mismatch.sum())}
+    if out["mismatches"] and actual.dtype.is_floating_point:
+        af, ef = actual.detach().cpu().double(), expected.detach().cpu().double()
+        finite = torch.isfinite(af) & torch.isfinite(ef)
+        err = (af - ef).abs()[finite]
+        out["max_abs_err"] = float(err.max()) if err.numel() else None
+        rel = err / ef.abs()[finite].clamp_min(torch.finfo(torch.float64).tiny)
+        out["max_rel_err"] = float(rel.max()) if rel.numel() else None
+        ulps = (ordered(actual) - ordered(expected)).abs().reshape(-1)[finite.reshape(-1)]
+        out["max_ulp"] = int(ulps.max()) if ulps.numel() else None
+        first = int(mismatch.reshape(-1).nonzero()[0])
+        out["first_mismatch"] = {"index": first,
+                                 "actual": float(actual.detach().cpu().reshape(-1)[first]),
+                                 "expected": float(expected.detach().cpu().reshape(-1)[first])}
+    return out
+
+
+def check_common(verdict: Verdict, out, expected: torch.Tensor, device: str) -> bool:
+    """Shape, dtype and device; False when nothing more can be compared."""
+    if not isinstance(out, torch.Tensor):
+        verdict.fail("returns-tensor", f"returned {type(out).__name__}, expected a tensor")
+        return False
+    if out.shape != expected.shape:
+        verdict.fail("shape", f"{tuple(out.shape)} != reference {tuple(expected.shape)}")
+    if out.dtype != expected.dtype:
+        verdict.fail("dtype", f"{out.dtype} != reference {expected.dtype}")
+    if out.device.type != device:
+        verdict.fail("device", f"{out.device} != input device {device}")
+    return not verdict.failed
+
+
+def check_inputs_unmodified(verdict: Verdict, inputs: Inputs, before: list[torch.Tensor]):
+    changed = [i for i, (t, b) in enumerate(zip(inputs.tensors(), before, strict=True))
+               if not torch.equal(storage_snapshot(t), b)]
+    if changed:
+        verdict.fail("inputs-unmodified", f"tensor arguments {changed} changed (storage bits)")
+
+
+def check_exact(verdict: Verdict, out: torch.Tensor, expected: torch.Tensor) -> None:
+    measured = compare_bits(out, expected)
+    verdict.measurements.update(measured)
+    verdict.measurements["output_digest"] = digest(out)
+    if measured["mismatches"]:
+        verdict.fail("exact", f"{measured['mismatches']} of {measured['elements']} elements differ "
+                              f"from the CPU reference's bits ({measured.get('first_mismatch')})")
+
+
+def check_ste(verdict: Verdict, x: torch.Tensor, out: torch.Tensor, mask: torch.Tensor,
+              gen: torch.Generator) -> None:
+    """Backpropagate a random non-unit gradient and compare with `where(mask, g, 0)`."""
+    g = (torch.rand(out.shape, generator=gen) + 0.5) * torch.where(
+        torch.rand(out.shape, generator=gen) < 0.5, -1.0, 1.0)
+    g = g.to(out.dtype)
+    if out.grad_fn is None:
+        verdict.fail("ste", "output is not connected to the input in autograd")
+        return
+    (grad,) = torch.autograd.grad(out, x, g.to(out.device))
+    want = torch.where(mask, g.to(x.dtype), torch.zeros((), dtype=x.dtype))
+    if grad.shape != want.shape or grad.dtype != want.dtype:
+        verdict.fail("ste", f"gradient {grad.dtype}{tuple(grad.shape)} != input "
+                            f"{want.dtype}{tuple(want.shape)}")
+        return
+    measured = compare_bits(grad, want)
+    verdict.measurements["grad_mismatches"] = measured["mismatches"]
+    if measured["mismatches"]:
+        verdict.fail("ste", f"{measured['mismatches']} gradient elements differ from "
+                            f"where(mask, g, 0) ({measured.get('first_mismatch')})")
+
+
+def check_bounded(verdict: Verdict, contract: Contract, names: list[str], candidate: list,
+                  portable: list, oracle: list) -> None:
+    """flash-attention's rule per quantity (output, then each gradient), max norms:
+    |candidate - oracle| <= k * |portable - oracle| + floor * eps(dtype) * max|oracle|."""
+    for name, cand, port, orc in zip(names, candidate, portable, oracle, strict=True):
+        eps = torch.finfo(port.dtype).eps
+        err = _max_abs(cand.detach().cpu().double() - orc)
+        port_err = _max_abs(port.double() - orc)
+        floor = contract.floor * eps * _max_abs(orc)
+        bound = contract.k * port_err + floor
+        verdict.measurements[name] = {"max_abs_err": err, "portable_err": port_err,
+                                      "k": contract.k, "floor": floor, "bound": bound}
+        if not err <= bound:
+            verdict.fail("bounded", f"{name}: error {err:.3e} > {contract.k} x portable error "
+                                    f"{port_err:.3e} + floor {floor:.3e}")
+
+
+def _max_abs(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0

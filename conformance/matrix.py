@@ -1,0 +1,113 @@
+"""Matrix cells, their JSON form, and the tables people read (terminal and markdown)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATES = ("pass", "fail", "not-applicable", "crash")
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Cell:
+    """One slot x implementation x mode x dtype x case result; `case` is `name@layout`."""
+
+    slot: str
+    impl: str
+    mode: str
+    dtype: str
+    case: str
+    size: str
+    state: str
+    failed_checks: list = field(default_factory=list)
+    reason: str | None = None
+    measurements: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    origin: str = "suite"
+
+    def __post_init__(self):
+        if self.state not in STATES:
+            raise ValueError(f"state: expected one of {STATES}, got {self.state!r}")
+
+    @property
+    def key(self) -> tuple:
+        return (self.slot, self.impl, self.mode, self.dtype, self.case, self.origin)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, allow_nan=False, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Cell:
+        return cls(**data)
+
+
+def merge(*groups) -> list[Cell]:
+    """Cells from several processes; a later cell with the same key replaces an earlier one."""
+    merged: dict[tuple, Cell] = {}
+    for group in groups:
+        for cell in group:
+            merged[cell.key] = cell
+    return sorted(merged.values(), key=lambda c: c.key)
+
+
+def write(path: str | Path, cells: list[Cell], meta: dict) -> None:
+    payload = {"format": FORMAT_VERSION, "meta": meta,
+               "cells": [json.loads(c.to_json()) for c in cells]}
+    Path(path).write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+
+
+def read(path: str | Path) -> tuple[list[Cell], dict]:
+    payload = json.loads(Path(path).read_text())
+    if payload.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{path}: matrix format {payload.get('format')!r}, expected "
+                         f"{FORMAT_VERSION}")
+    return [Cell.from_dict(c) for c in payload["cells"]], payload.get("meta", {})
+
+
+def summary_rows(cells: list[Cell]) -> list[list[str]]:
+    """One row per slot x implementation x mode: counts per state and the first failure."""
+    groups: dict[tuple, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        groups[(cell.slot, cell.impl, cell.mode)].append(cell)
+    rows = []
+    for (slot, impl, mode), group in sorted(groups.items()):
+        counts = Counter(c.state for c in group)
+        bad = next((c for c in group if c.state in ("fail", "crash")), None)
+        na = next((c for c in group if c.state == "not-applicable"), None)
+        note = (f"{bad.dtype} {bad.case}: {', '.join(bad.failed_checks) or bad.reason}" if bad
+                else f"n/a: {na.reason}" if na else "")
+        rows.append([slot, impl, mode, *(str(counts.get(s, 0)) for s in STATES), note])
+    return rows
+
+
+HEADER = ["slot", "implementation", "mode", *STATES, "first failure / reason"]
+
+
+def render_text(cells: list[Cell]) -> str:
+    rows = [HEADER, *summary_rows(cells)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    return "\n".join("  ".join([*(v.ljust(w) for v, w in zip(row, widths, strict=False)), row[-1]])
+                     for row in rows)
+
+
+def render_markdown(cells: list[Cell], meta: dict | None = None) -> str:
+    out = []
+    if meta:
+        out.append(", ".join(f"{k}: {v}" for k, v in sorted(meta.items())) + "\n")
+    out.append("| " + " | ".join(HEADER) + " |")
+    out.append("|" + " --- |" * len(HEADER))
+    for row in summary_rows(cells):
+        out.append("| " + " | ".join(v.replace("|", "\\|") for v in row) + " |")
+    failures = [c for c in cells if c.state in ("fail", "crash")]
+    if failures:
+        out.append("\n### Failing cells\n")
+        out.append("| slot | implementation | mode | dtype | case | state | checks |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for c in failures:
+            checks = ", ".join(c.failed_checks) or (c.reason or "")
+            out.append(f"| {c.slot} | {c.impl} | {c.mode} | {c.dtype} | {c.case} | {c.state} "
+                       f"| {checks.replace('|', '/')} |")
+    return "\n".join(out) + "\n"

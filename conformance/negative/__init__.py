@@ -1,0 +1,56 @@
+"""Negative controls: deliberately broken implementations the suite must reject.
+
+Each module in this package exposes `CONTROLS = [(name, fn, "check: why it must catch it"), ...]`.
+The check is the text before the first colon (`exact`, `ste`, `bounded`, `dtype`,
+`inputs-unmodified`, `accepts`...). A control's slot is `fn.slot` if set (see `breaks`), else the
+module's name. `fn.accepts`, if set, is registered as the control's per-input check.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Control:
+    slot: str
+    name: str
+    fn: Any
+    check: str
+    why: str
+
+    def register(self) -> None:
+        from libreyolo.kernels import register
+
+        register(self.slot, self.fn, name=self.name, accepts=getattr(self.fn, "accepts", None))
+
+    def unregister(self) -> None:
+        from libreyolo.kernels import unregister
+
+        unregister(self.slot, self.name)
+
+
+def breaks(slot: str, accepts=None):
+    """Mark a control as an implementation of `slot` (for modules holding several slots)."""
+
+    def mark(fn):
+        fn.slot = slot
+        if accepts is not None:
+            fn.accepts = accepts
+        return fn
+
+    return mark
+
+
+def load_controls() -> list[Control]:
+    controls = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for name, fn, check in getattr(module, "CONTROLS", ()):
+            check_name, _, why = check.partition(":")
+            controls.append(Control(getattr(fn, "slot", info.name), f"negative-{name}", fn,
+                                    check_name.strip(), why.strip()))
+    return controls

@@ -1,0 +1,225 @@
+"""The suite's pytest plugin: options, the matrix across xdist workers, records.
+
+Every matrix test attaches its cells to its report (`user_properties`), so the process that sees
+all reports — the xdist controller, or the only process — builds the matrix, prints it, writes it
+(`--matrix PATH`) and writes records as each implementation completes (`--record`). Workers only
+run tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conformance import matrix, strategies
+from conformance.plan import RunOptions, all_registered_names
+from conformance.recorder import Recorder
+from conformance.records import RECORD_PROFILE
+
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "run_options",
+           "whole_suite", "record_cell"]
+
+CELL_PROPERTY = "conformance_cell"
+CONTROL_PROPERTY = "conformance_negative_control"
+OPTIONS_KEY = pytest.StashKey[RunOptions]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance", "libreyolo kernel conformance suite")
+    group.addoption("--gpu", action="store_true",
+                    help="run the matrix on CUDA (modes cuda and cuda-graph)")
+    group.addoption("--interpreter", action="store_true",
+                    help="run Triton implementations under TRITON_INTERPRET=1 on CPU tensors")
+    group.addoption("--impl", metavar="NAME",
+                    help="test only implementations registered under NAME (third parties)")
+    group.addoption("--profile", default="ci", choices=sorted(strategies.PROFILES),
+                    help="how much to explore: ci (default, derandomized), dev, thorough")
+    group.addoption("--seed", type=int, default=0, help="base seed of the matrix's inputs")
+    group.addoption("--matrix", metavar="PATH", help="write the matrix as JSON to PATH")
+    group.addoption("--record", action="store_true",
+                    help="with --gpu and --profile thorough: write parity records")
+    group.addoption("--replay", metavar="FILE",
+                    help="re-run one failing hypothesis example saved by the suite")
+
+
+def options(config) -> RunOptions:
+    return config.stash[OPTIONS_KEY]
+
+
+def pytest_configure(config):
+    get = config.getoption
+    if get("gpu") and get("interpreter"):
+        raise pytest.UsageError("--gpu and --interpreter exclude each other: compiled and "
+                                "interpreted kernels cannot share a process")
+    if get("gpu"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError("--gpu: no CUDA device is available (torch "
+                                    f"{torch.__version__}, CUDA build {torch.version.cuda})")
+    if get("interpreter"):
+        _enter_interpreter()
+    if get("record") and not get("gpu"):
+        raise pytest.UsageError("--record needs --gpu: only CUDA runs produce parity records")
+    run = RunOptions(profile=strategies.profile(get("profile")), gpu=get("gpu"),
+                     interpreter=get("interpreter"), impl=_checked_impl(get("impl")),
+                     seed=get("seed"), record=get("record"))
+    config.stash[OPTIONS_KEY] = run
+    if not _is_worker(config):
+        wants_records = run.record and _record_refusal(config) is None
+        recorder = Recorder(run.profile.name, run.seed) if wants_records else None
+        config.pluginmanager.register(Collector(config, recorder), "conformance-collector")
+
+
+def _record_refusal(config) -> str | None:
+    """Why this run may not write records, though asked to (None: it may)."""
+    run = options(config)
+    if run.profile.name != RECORD_PROFILE:
+        return f"records need --profile {RECORD_PROFILE} (this run: {run.profile.name})"
+    if config.option.keyword or config.option.markexpr:
+        return "a -k or -m filtered run writes no records"
+    if any("::" in arg for arg in config.args):
+        return "a run of selected tests writes no records"
+    return None
+
+
+def _enter_interpreter() -> None:
+    """TRITON_INTERPRET is read when a kernel is decorated: it must precede every provider."""
+    from libreyolo.kernels.providers import IN_TREE_PROVIDERS
+
+    imported = [m for m in IN_TREE_PROVIDERS if m in sys.modules]
+    if imported and os.environ.get("TRITON_INTERPRET") != "1":
+        raise pytest.UsageError(f"--interpreter: {imported} were imported compiled already; "
+                                "run the interpreter in a fresh process")
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _checked_impl(name: str | None) -> str | None:
+    if name is None:
+        return None
+    known = all_registered_names()
+    if name.strip().lower() not in known:
+        raise pytest.UsageError(f"--impl: no implementation is registered under {name!r}; "
+                                f"registered: {', '.join(sorted(known))}")
+    return name.strip().lower()
+
+
+def pytest_generate_tests(metafunc):
+    from conformance.plan import cell_plans, layout_targets
+
+    run = options(metafunc.config)
+    if "cell_plan" in metafunc.fixturenames:
+        plans = cell_plans(run)
+        metafunc.parametrize("cell_plan", plans, ids=[p.id for p in plans])
+    if "layout_target" in metafunc.fixturenames:
+        targets = layout_targets(run)
+        metafunc.parametrize("layout_target", targets, ids=[":".join(t) for t in targets])
+
+
+@pytest.fixture
+def run_options(request) -> RunOptions:
+    return options(request.config)
+
+
+@pytest.fixture
+def whole_suite(run_options):
+    """Tests about the suite itself and the in-tree code, skipped when `--impl` restricts the
+    run to one (for example a third party's) implementation."""
+    if run_options.impl is not None:
+        pytest.skip(f"--impl {run_options.impl}: this run validates that implementation only")
+
+
+@pytest.fixture
+def record_cell(request):
+    """Attach a cell to this test's report; the controller gathers it into the matrix."""
+
+    def record(cell: matrix.Cell) -> None:
+        request.node.user_properties.append((CELL_PROPERTY, cell.to_json()))
+
+    return record
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def matrix_meta(config, cells) -> dict:
+    import torch
+
+    run = options(config)
+    return {"profile": run.profile.name, "seed": run.seed, "impl": run.impl or "all",
+            "modes": ",".join(sorted({c.mode for c in cells})), "torch": torch.__version__}
+
+
+class Collector:
+    """Gathers cells and control verdicts from every report (xdist forwards reports with their
+    `user_properties` to the controller), feeds the recorder, prints and writes the matrix."""
+
+    def __init__(self, config, recorder: Recorder | None):
+        self.config, self.recorder = config, recorder
+        self.cells: list[matrix.Cell] = []
+        self.controls: list[dict] = []
+
+    def pytest_collection_finish(self, session):
+        if self.recorder is not None:
+            self.recorder.expect(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if self.recorder is not None:
+            self.recorder.expect(ids)
+
+    def pytest_deselected(self, items):
+        if items:
+            self.recorder = None
+
+    def pytest_runtest_logreport(self, report):
+        cells = []
+        if report.when == "call":
+            for key, value in report.user_properties:
+                if key == CELL_PROPERTY:
+                    cells.append(matrix.Cell.from_dict(json.loads(value)))
+                elif key == CONTROL_PROPERTY:
+                    self.controls.append(json.loads(value))
+            self.cells.extend(cells)
+        ended = report.when == "call" or (report.when == "setup" and not report.passed)
+        if self.recorder is not None and ended:
+            self.recorder.report(report.nodeid, cells)
+
+    def pytest_sessionfinish(self, session):
+        path = self.config.getoption("matrix")
+        if path:
+            cells = matrix.merge(self.cells)
+            matrix.write(path, cells, matrix_meta(self.config, cells))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        cells = matrix.merge(self.cells)
+        if cells:
+            terminalreporter.section("conformance matrix")
+            terminalreporter.write_line(matrix.render_text(cells))
+        if options(self.config).record:
+            self._summarize_records(terminalreporter)
+        if self.controls:
+            self._summarize_controls(terminalreporter)
+
+    def _summarize_records(self, tr):
+        tr.section("parity records")
+        if self.recorder is None:
+            tr.write_line(f"none written: {_record_refusal(self.config) or 'tests deselected'}")
+            return
+        for path in self.recorder.written:
+            tr.write_line(f"wrote {path}")
+        for slot, impl in sorted(self.recorder.pending):
+            tr.write_line(f"NOT written (incomplete): {slot}/{impl}")
+
+    def _summarize_controls(self, tr):
+        tr.section("negative controls")
+        for c in sorted(self.controls, key=lambda c: c["name"]):
+            verdict = f"rejected by {c['check']} on {c['by']}" if c["killed"] else "SURVIVED"
+            tr.write_line(f"{c['slot']:<28} {c['name']:<36} {verdict}")
+        killed = sum(c["killed"] for c in self.controls)
+        tr.write_line(f"kill rate: {killed}/{len(self.controls)} "
+                      f"({100 * killed / len(self.controls):.0f}%)")

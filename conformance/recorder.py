@@ -1,0 +1,53 @@
+"""Writes parity records during a `--gpu --record --profile thorough` run, each as soon as all of
+its implementation's tests have reported (in the process that sees every report)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+
+from conformance import gate, records
+from conformance.matrix import Cell
+
+_SLOT_IMPL = re.compile(r"test_(?:matrix|layouts)\.py::\w+\[([^:\[\]]+):([^:\[\]]+):")
+
+
+def slot_impl(nodeid: str) -> tuple[str, str] | None:
+    """(slot, implementation) of a matrix or hypothesis-layout test; None for any other test."""
+    match = _SLOT_IMPL.search(nodeid)
+    return (match.group(1), match.group(2)) if match else None
+
+
+class Recorder:
+    def __init__(self, profile: str, seed: int, directory=records.RECORDS_DIR):
+        self.profile, self.seed, self.directory = profile, seed, directory
+        self.targets = {(t.slot, t.impl): t for t in gate.in_tree_targets()}
+        self.pending: dict[tuple, set] = {}
+        self.cells: dict[tuple, list[Cell]] = defaultdict(list)
+        self.tests: dict[tuple, int] = {}
+        self.started = time.perf_counter()
+        self.written: list[str] = []
+
+    def expect(self, nodeids) -> None:
+        """The collected tests; only their in-tree implementations get records."""
+        if self.pending:
+            return
+        for nodeid in nodeids:
+            key = slot_impl(nodeid)
+            if key in self.targets:
+                self.pending.setdefault(key, set()).add(nodeid)
+        self.tests = {key: len(ids) for key, ids in self.pending.items()}
+
+    def report(self, nodeid: str, cells: list[Cell]) -> None:
+        key = slot_impl(nodeid)
+        if key not in self.pending:
+            return
+        self.cells[key].extend(cells)
+        self.pending[key].discard(nodeid)
+        if not self.pending[key]:
+            del self.pending[key]
+            record = records.build(*key, self.targets[key].sources, self.cells[key],
+                                   expected_tests=self.tests[key], profile=self.profile,
+                                   seed=self.seed, wall_seconds=time.perf_counter() - self.started)
+            self.written.append(str(records.write(record, self.directory)))

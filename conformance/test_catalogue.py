@@ -1,0 +1,45 @@
+"""The catalogue is the single source: it covers every declared slot, agrees with the registry's
+declarations, its shape sets follow the schema, and the docs table is generated from it."""
+
+from pathlib import Path
+
+import pytest
+
+from conformance import shapesets
+from conformance.catalogue import CATALOGUE
+from conformance.render import catalogue_table
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+
+
+def test_every_declared_slot_is_in_the_catalogue_with_the_same_reference():
+    from libreyolo.kernels import SLOTS
+
+    declared = {slot.name: slot.reference for slot in SLOTS}
+    assert declared.keys() == CATALOGUE.keys()
+    assert {name: spec.reference for name, spec in CATALOGUE.items()} == declared
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_each_slot_has_a_shape_set_with_awkward_cases(name):
+    cases = shapesets.load(CATALOGUE[name].shapes)
+    assert any(c.size == "small" for c in cases), "the interpreter needs small cases"
+    assert all(c.source for c in cases)
+
+
+@pytest.mark.parametrize("text, error", [
+    ('[[case]]\nsource = "s"\nsize = "small"\n', "name must match"),
+    ('[[case]]\nname = "a"\nsize = "small"\n', "source must say"),
+    ('[[case]]\nname = "a"\nsource = "s"\nsize = "huge"\n', "size must be one of"),
+    ('[[case]]\nname = "a"\nsource = "s"\nsize = "small"\n' * 2, "duplicate case name"),
+], ids=["no-name", "no-source", "bad-size", "duplicate"])
+def test_a_malformed_shape_set_is_refused_with_its_reason(tmp_path, text, error):
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(ValueError, match=error):
+        shapesets.load("bad.toml", tmp_path)
+
+
+def test_the_docs_slot_table_is_generated_from_the_catalogue():
+    text = DOCS.read_text()
+    table = text.split("<!-- catalogue-table -->\n")[1].split("<!-- /catalogue-table -->")[0]
+    assert table == catalogue_table(), "regenerate: python -m conformance.render --catalogue"

@@ -1,0 +1,53 @@
+"""The interpreter mode, run from a CPU run: Triton implementations under TRITON_INTERPRET=1 on
+CPU tensors, in a separate process (the variable is read when a kernel is decorated, so
+interpreted and compiled kernels cannot share one), merged into this run's matrix as mode
+`interpreter` — which never counts as CUDA conformance."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conformance import matrix
+from conformance.outcomes import plugin_args
+from conformance.plan import implementations
+
+SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py")
+
+
+def interpreter_command(config, matrix_path) -> list[str]:
+    command = [sys.executable, "-m", "pytest", *SUITE, "--interpreter", "-q", "-p",
+               "no:cacheprovider", "--matrix", str(matrix_path),
+               "--profile", config.getoption("profile"), "--seed", str(config.getoption("seed"))]
+    if config.getoption("impl"):
+        command += ["--impl", config.getoption("impl")]
+    return command + plugin_args(config)
+
+
+def test_interpreter_matrix(run_options, record_cell, request, tmp_path):
+    if run_options.interpreter or run_options.gpu:
+        pytest.skip("the interpreter matrix is merged into CPU runs only")
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed: no interpreter mode")
+    from conformance.catalogue import CATALOGUE
+
+    if not any(implementations(run_options, slot, "interpreter") for slot in CATALOGUE):
+        pytest.skip("no implementation is expected to run under the interpreter")
+    out = tmp_path / "interpreter.json"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_XDIST", "TRITON_INTERPRET"))}
+    result = subprocess.run(interpreter_command(request.config, out), cwd=request.config.rootpath,
+                            env=env, capture_output=True, text=True)
+    if not out.exists():
+        pytest.fail(f"the interpreter run wrote no matrix (exit {result.returncode}):\n"
+                    f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    cells, _ = matrix.read(out)
+    for cell in cells:
+        record_cell(cell)
+    bad = [c for c in cells if c.state in ("fail", "crash")]
+    assert not bad and result.returncode == 0, (
+        f"{len(bad)} interpreter cells failed, e.g. "
+        f"{[(c.slot, c.impl, c.dtype, c.case, c.reason) for c in bad[:5]]}\n"
+        f"{result.stdout[-3000:]}")

@@ -1,0 +1,49 @@
+"""Hypothesis layouts: shapes, axes, group sizes, dtypes, strided views and seeds the shape sets
+do not enumerate, for every slot x implementation x mode. A failure saves its inputs and prints
+the command that replays them (`conformance/test_replay.py --replay FILE`)."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance import outcomes, replay, strategies
+from conformance.catalogue import slot
+from conformance.cells import CellPlan, make_inputs, run_cell
+from conformance.matrix import Cell
+
+
+def test_layouts(layout_target, run_options, record_cell, request):
+    slot_name, impl, mode = layout_target
+    spec = slot(slot_name)
+    counts = {"pass": 0, "not-applicable": 0}
+    declined = []
+    failures_dir = replay.failures_dir(request.config)
+
+    @strategies.hypothesis_settings(run_options.profile)
+    @given(data=st.data())
+    def explore(data):
+        case = data.draw(spec.strategy(), label="case")
+        dtype = data.draw(st.sampled_from(spec.dtypes), label="dtype")
+        layout = data.draw(st.sampled_from(spec.layouts), label="layout")
+        seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+        plan = CellPlan(slot_name, impl, mode, dtype, case, layout, seed)
+        cell = run_cell(spec, plan)
+        if cell.state in ("fail", "crash"):
+            path = replay.save(failures_dir, plan, make_inputs(spec, plan))
+            command = outcomes.rerun_command(request.config, "conformance/test_replay.py",
+                                             "--replay", str(path))
+            raise AssertionError(f"{cell.state} on {dict(case.params)} {dtype} {layout}: "
+                                 f"{cell.reason}\nreproduce: {command}")
+        counts[cell.state] += 1
+        if cell.state == "not-applicable":
+            declined.append(cell.reason)
+
+    try:
+        explore()
+        state, reason = ("pass", None) if counts["pass"] or not declined else \
+            ("not-applicable", declined[-1])
+    except AssertionError as exc:
+        state, reason = "fail", str(exc).splitlines()[0]
+        raise
+    finally:
+        record_cell(Cell(slot_name, impl, mode, "any", "hypothesis", "small", state,
+                         reason=reason, measurements=counts, origin="hypothesis"))

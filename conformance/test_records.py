@@ -1,0 +1,55 @@
+"""Records: written per implementation once all its tests reported, with what the gate checks."""
+
+import torch
+
+from conformance import records
+from conformance.catalogue import slot
+from conformance.cells import CellPlan, input_seed, run_cell
+from conformance.recorder import Recorder, slot_impl
+from conformance.shapesets import load
+
+NODE = "conformance/test_matrix.py::test_cell[fake_quant_fp8:triton:cuda:{}]"
+IDS = [NODE.format("float32:a@contiguous"), NODE.format("float16:a@contiguous")]
+
+
+def reference_cell(seed=0):
+    spec = slot("fake_quant_fp8")
+    case = load(spec.shapes)[0]
+    plan = CellPlan(spec.name, "reference", "cpu", torch.float32, case, "contiguous",
+                    input_seed(seed, spec.name, case.name, torch.float32, "contiguous"))
+    return run_cell(spec, plan)
+
+
+def test_node_ids_name_their_slot_and_implementation():
+    assert slot_impl(IDS[0]) == ("fake_quant_fp8", "triton")
+    assert slot_impl("conformance/test_layouts.py::test_layouts[ms_deform_attn:triton:cuda]") \
+        == ("ms_deform_attn", "triton")
+    other = "conformance/test_gate_records.py::test_recorded[fake_quant_fp8:triton:cuda|x]"
+    assert slot_impl(other) is None
+
+
+def test_a_record_is_written_only_once_every_test_of_its_implementation_reported(tmp_path):
+    recorder = Recorder("thorough", 0, tmp_path)
+    recorder.expect(IDS)
+    recorder.report(IDS[0], [reference_cell()])
+    assert not recorder.written
+    recorder.report(IDS[1], [reference_cell()])
+    record = records.load("fake_quant_fp8", "triton", tmp_path)
+    assert recorder.written and record["complete"] and record["profile"] == "thorough"
+    assert record["counts"]["state"] == {"pass": 2}
+    assert {"commit", "dirty"} <= record["git"].keys() and "torch" in record["machine"]
+    assert any(name.endswith("fake_quant.py") for name in record["source_files"])
+
+
+def test_a_test_that_reported_no_cell_leaves_the_record_incomplete(tmp_path):
+    recorder = Recorder("thorough", 0, tmp_path)
+    recorder.expect(IDS)
+    recorder.report(IDS[0], [reference_cell()])
+    recorder.report(IDS[1], [])
+    assert records.load("fake_quant_fp8", "triton", tmp_path)["complete"] is False
+
+
+def test_recorded_output_digests_are_recomputable_from_the_cpu_reference():
+    cell = reference_cell(seed=7)
+    key = f"cuda|{cell.dtype}|{cell.case}"
+    assert records.reference_digest("fake_quant_fp8", 7, key) == cell.measurements["output_digest"]
