@@ -183,6 +183,9 @@ def _predicate_decline(impl: Implementation) -> str | None:
     label = getattr(impl.predicate, "__qualname__", repr(impl.predicate))
     try:
         reason = None if impl.predicate() else f"environment check {label}() is false"
+        doc = (inspect.getdoc(impl.predicate) or "").split("\n")[0]
+        if reason is not None and doc:
+            reason = f"{reason} ({doc.rstrip('.')})"
     except Exception as exc:  # noqa: BLE001 - a raising predicate means "not eligible"
         reason = f"environment check {label}() raised {type(exc).__name__}: {exc}"
         _warn_once(
@@ -264,7 +267,12 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
         with _lock:
             reason = _environment_decline(impl, selection)
         if reason is None and with_input and impl.accepts is not None:
-            reason = impl.accepts(*args, **kwargs)
+            try:
+                reason = impl.accepts(*args, **kwargs)
+            except INPUT_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken accepts() must not hide the rest
+                reason = f"accepts() raised {type(exc).__name__}: {exc}"
         report.append((impl, reason))
     return report
 

@@ -237,3 +237,11 @@ def test_sources_default_to_the_defining_file():
     entry = register(NO_REF, tagged("a"), name="a")
     assert entry.sources == (__file__,)
     assert registered(NO_REF)[0] is entry
+
+
+def test_explain_reports_a_crashing_accepts_without_hiding_the_others():
+    register(NO_REF, tagged("a"), name="a")
+    register(NO_REF, tagged("b"), name="b", accepts=lambda x: 1 // 0)
+    reasons = {impl.name: reason for impl, reason in explain(NO_REF, 1)}
+    assert reasons["b"].startswith("accepts() raised ZeroDivisionError")
+    assert reasons["a"] is None

@@ -119,7 +119,7 @@ def _channel_view(x: torch.Tensor, axis: int) -> tuple[int, int, ScaleSource]:
     inner = math.prod(x.shape[axis + 1 :])
     if inner == 1:
         return x.numel() // max(channels, 1), channels, ScaleSource.PER_COL
-    return x.numel() // inner, inner, ScaleSource.PER_ROW
+    return (x.numel() // inner if inner else 0), inner, ScaleSource.PER_ROW
 
 
 def _last_dim_view(x: torch.Tensor) -> tuple[int, int]:
