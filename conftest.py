@@ -4,3 +4,36 @@ with or without an installed ``libreyolo``. The conformance suite's options (``-
 ``--impl``, ``--record``, ``--interpreter``, ``--matrix``, ``--profile``) come from
 ``conformance/conftest.py``; ``testpaths`` in pyproject.toml makes them valid from the root too.
 """
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def run_under_interpreter():
+    """Run pytest on ``paths`` in a child process with ``TRITON_INTERPRET=1``; fail with its log.
+
+    The variable is read when a Triton kernel is decorated, so interpreted kernels cannot share
+    a process with compiled ones (or with a parent that imported them without it). Every test
+    file of interpreted checks runs through this one helper.
+    """
+
+    def run(*paths: str, timeout: int = 1800) -> None:
+        pytest.importorskip("triton", reason="the triton extra is not installed")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+        env["TRITON_INTERPRET"] = "1"
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        )
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+    return run
