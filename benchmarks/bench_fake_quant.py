@@ -27,7 +27,15 @@ import triton
 
 from libreyolo.kernels import registered
 from libreyolo.kernels.quant.simulate import launch
-from libreyolo.kernels.quant.simulate.plan import PLANNERS, AmaxFrom, Plan, ScaleRule
+from libreyolo.kernels.quant.simulate.plan import (
+    GPU_TILE,
+    MAX_PARTIALS,
+    PLANNERS,
+    TENSOR_PARTIALS,
+    AmaxFrom,
+    Plan,
+    ScaleRule,
+)
 from libreyolo.quant import fake_quant as reference
 
 SIZES = {"256M": (65536, 4096), "4096x4096": (4096, 4096)}
@@ -158,6 +166,11 @@ def environment() -> dict:
         "gpu": props.name, "capability": f"{props.major}.{props.minor}",
         "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
         "python": platform.python_version(),
+        # The fixed kernel configuration (no autotuning), so each record says what it measured.
+        "kernel_config": {
+            "tile": GPU_TILE, "warps": launch._warps(GPU_TILE), "amax_chunk": GPU_TILE,
+            "max_partials_per_row": MAX_PARTIALS, "tensor_amax_partials": TENSOR_PARTIALS,
+        },
     }
 
 

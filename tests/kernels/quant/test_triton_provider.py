@@ -1,7 +1,7 @@
 """The Triton fake-quant provider's registration and eligibility, checked without running a kernel.
 
 These run in any CPU process; the kernels themselves are checked under the interpreter
-(``test_triton_fake_quant_interpreter.py``).
+(``interpreted_checks.py``, run under the interpreter by ``test_triton_fake_quant_interpreter.py``).
 """
 
 from __future__ import annotations

@@ -103,14 +103,19 @@ def _output_bits(value, is_nan, IN_KIND: tl.constexpr):
 
 
 @triton.jit
+def _e8m0_exponent(amax, ELEMENT_EMAX: tl.constexpr):
+    """The E8M0 scale's exponent, clamp(floor(log2 amax) - element_emax, -127, 127)."""
+    biased = ((amax.to(tl.uint32, bitcast=True) >> 23) & 0xFF).to(tl.int32)
+    # floor(log2(amax)) of a subnormal is below -126: the clamp covers it exactly.
+    return tl.minimum(tl.maximum(biased - 127 - ELEMENT_EMAX, -127), 127)
+
+
+@triton.jit
 def _amax_to_scale(amax, AMAX_DIVISOR: tl.constexpr, ELEMENT_EMAX: tl.constexpr,
                    SCALE_RULE: tl.constexpr):
     """Rule 6: a scale from a finite amax; an amax of zero gives scale 1."""
     if SCALE_RULE == RULE_E8M0:
-        biased = ((amax.to(tl.uint32, bitcast=True) >> 23) & 0xFF).to(tl.int32)
-        # floor(log2(amax)) of a subnormal is below -126: the clamp covers it exactly.
-        exponent = tl.minimum(tl.maximum(biased - 127 - ELEMENT_EMAX, -127), 127)
-        scale = _power_of_two(exponent)
+        scale = _power_of_two(_e8m0_exponent(amax, ELEMENT_EMAX))
     else:
         scale = tl.div_rn(amax, tl.full(amax.shape, AMAX_DIVISOR, tl.float32))
     return tl.where(amax > 0.0, scale, 1.0)
@@ -170,11 +175,22 @@ def fake_quant_kernel(
             block = tl.where(amax == 0.0, 1.0, tl.div_rn(amax, divisor))
             block = tl.minimum(_round_to_float_grid(block, SCALE_MBITS, SCALE_EMIN), SCALE_MAX)
             scale = (block * tensor_scale)[:, None]
+        elif SCALE_RULE == RULE_E8M0:
+            exponent = _e8m0_exponent(amax, ELEMENT_EMAX)
+            scale = tl.where(amax > 0.0, _power_of_two(exponent), 1.0)[:, None]
+            inverse = tl.where(amax > 0.0, _power_of_two(-exponent), 1.0)[:, None]
         else:
             scale = _amax_to_scale(amax, AMAX_DIVISOR, ELEMENT_EMAX, SCALE_RULE)[:, None]
 
     nonzero_scale = scale != 0.0
-    y = tl.div_rn(x, tl.where(nonzero_scale, scale, 1.0))
+    if SCALE_RULE == RULE_E8M0:  # only FROM_AMAX plans use this rule
+        # Division by 2^e is multiplication by 2^-e, which is exact for every e in [-127, 127]
+        # (2^-127 is a subnormal, still exact): the real quotient and the real product are the
+        # same number, so one round-to-nearest-even gives the same bits, subnormal results,
+        # zeros, infinities and NaN included. It saves the ~10-instruction IEEE division.
+        y = x * inverse
+    else:
+        y = tl.div_rn(x, tl.where(nonzero_scale, scale, 1.0))
     if FLOAT_GRID:
         level = _round_to_float_grid(y, MBITS, EMIN)
         in_range = tl.abs(level) <= FMAX

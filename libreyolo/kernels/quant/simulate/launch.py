@@ -19,7 +19,16 @@ import torch
 import triton
 
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
-from .plan import GPU_TILE, MAX_PARTIALS, AmaxFrom, Grid, InputKind, Plan, ScaleRule
+from .plan import (
+    GPU_TILE,
+    MAX_PARTIALS,
+    TENSOR_PARTIALS,
+    AmaxFrom,
+    Grid,
+    InputKind,
+    Plan,
+    ScaleRule,
+)
 
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
@@ -30,13 +39,18 @@ def _as_loaded(x: torch.Tensor) -> torch.Tensor:
 
 
 def _warps(elements: int) -> int:
-    return 8 if elements >= 8192 else 4
+    """Eight warps from a 4096-element tile up (16 float32 per thread: ~62 registers, so 32
+    warps stay resident per SM), four below (interpreter-only tiles)."""
+    return 8 if elements >= 4096 else 4
 
 
-def amax_partials(x: torch.Tensor, rows: int, cols: int, chunk: int) -> torch.Tensor:
-    """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor, n <= 128."""
+def amax_partials(
+    x: torch.Tensor, rows: int, cols: int, chunk: int, max_partials: int = MAX_PARTIALS,
+) -> torch.Tensor:
+    """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor,
+    n <= ``max_partials`` (a power of two)."""
     chunks = triton.cdiv(cols, chunk)
-    iterations = triton.next_power_of_2(triton.cdiv(chunks, MAX_PARTIALS))
+    iterations = triton.next_power_of_2(triton.cdiv(chunks, max_partials))
     n_partials = max(1, triton.cdiv(chunks, iterations))
     partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
     finite_amax_partials_kernel[(rows, n_partials)](
@@ -76,7 +90,7 @@ def first_pass(plan: Plan, x: torch.Tensor, tile: int) -> torch.Tensor | None:
     if plan.scale_rule == ScaleRule.NVFP4:
         if plan.tensor_amax is not None:
             return plan.tensor_amax.reshape(1, 1)
-        return amax_partials(x, 1, x.numel(), tile)
+        return amax_partials(x, 1, x.numel(), tile, TENSOR_PARTIALS)
     if plan.amax_from == AmaxFrom.ROW_PARTIALS:
         return amax_partials(x, plan.rows, plan.cols, tile)
     return None

@@ -31,14 +31,19 @@ from libreyolo.quant.formats import (
     int_qmax,
 )
 
-#: Elements per program on the GPU: 16 KiB of float32 in flight per program, 32 per thread at
-#: four warps. Fixed (no autotuning), so "every configuration" is this one.
+#: Elements per program on the GPU: 16 KiB of float32 in flight per program, 16 per thread at
+#: eight warps (v2: was four warps, 32 per thread, which took ~126 registers and so allowed only
+#: 16 resident warps per SM; at eight warps a thread needs ~62 and 32 warps fit). Fixed (no
+#: autotuning), so "every configuration" is this one.
 GPU_TILE = 4096
 #: The widest unit whose amax one program computes from its own tile (a whole row of a dynamic
 #: per-row op, or a group). Wider rows take the two-pass route through amax partials.
 MAX_UNIT = 8192
 #: At most this many partial maxima per row in the amax pass; the quantizing pass reduces them.
 MAX_PARTIALS = 128
+#: The same for the single-row pass of a whole tensor's amax (NVFP4 without ``global_amax``): 128
+#: programs, one per SM, each looping over its chunks, kept too few loads in flight (v2).
+TENSOR_PARTIALS = 512
 
 
 class InputKind(IntEnum):
