@@ -114,27 +114,17 @@ def fp8(
     fmt: str = "e4m3",
     axis: int | None = None,
 ) -> Quantized:
-    v.check_float_tensor("x", x)
-    fmt_info = FP8_FORMATS[v.check_fp8_format("fmt", fmt)]
+    fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis)
+    fmt_info = FP8_FORMATS[fmt]
     x32 = x.float()
-    if scale is None:
-        if axis is not None:
-            raise ValueError(
-                f"axis must be None when scale is None (dynamic scaling is per row along the "
-                f"last dim), got {axis}"
-            )
-        v.check_min_rank("x", x, 1)
-        broadcast = scale_from_amax(finite_amax(x32, -1), fmt_info.max_value)
-        stored = broadcast
-    elif axis is None:
-        broadcast = stored = v.check_scale("scale", scale, (), x.device)
+    if mode == "row":
+        broadcast = stored = scale_from_amax(finite_amax(x32, -1), fmt_info.max_value)
+    elif mode == "tensor":
+        broadcast = stored = scale
     else:
-        v.check_min_rank("x", x, 1)
-        axis = v.check_axis("axis", axis, x.dim())
-        stored = v.check_scale("scale", scale, (x.shape[axis],), x.device)
         shape = [1] * x.dim()
         shape[axis] = -1
-        broadcast = scale.view(shape)
+        broadcast, stored = scale.view(shape), scale
     codes, values, mask = _quantize_float(x32, broadcast, fmt_info)
     return Quantized(codes, values, mask, {"scale": stored})
 

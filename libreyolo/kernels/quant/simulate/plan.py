@@ -164,22 +164,12 @@ def plan_int8_affine(x, scale, zero_point) -> Plan:
 
 
 def plan_fp8(x, scale=None, *, fmt="e4m3", axis=None) -> Plan:
-    validation.check_float_tensor("x", x)
-    grid = Grid.of(FP8_FORMATS[validation.check_fp8_format("fmt", fmt)])
-    if scale is None:
-        if axis is not None:  # the reference's words (libreyolo.quant.quantizers.fp8)
-            raise ValueError(
-                f"axis must be None when scale is None (dynamic scaling is per row along the "
-                f"last dim), got {axis}"
-            )
-        validation.check_min_rank("x", x, 1)
+    fmt, mode, axis = validation.check_fp8_arguments(x, scale, fmt, axis)
+    grid = Grid.of(FP8_FORMATS[fmt])
+    if mode == "row":
         return _per_row_amax(x, grid, grid.fmax)
-    if axis is None:
-        validation.check_scale("scale", scale, (), x.device)
+    if mode == "tensor":
         return Plan(x, 1, x.numel(), grid, ScaleSource.TENSOR, scale=scale.contiguous())
-    validation.check_min_rank("x", x, 1)
-    axis = validation.check_axis("axis", axis, x.dim())
-    validation.check_scale("scale", scale, (x.shape[axis],), x.device)
     rows, cols, source = _channel_view(x, axis)
     return Plan(x, rows, cols, grid, source, scale=scale.contiguous(), channels=x.shape[axis])
 
