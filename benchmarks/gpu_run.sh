@@ -28,14 +28,15 @@ run() {  # run NAME TIMEOUT CMD...: log to $LOGS/NAME.log, remember the exit sta
 for stage in "${stages[@]}"; do
     case $stage in
     env)
-        run env 60 bash -c 'nvidia-smi; python3 -c "import sys, torch, triton; \
+        run env 60 bash -c 'git log -1 --oneline; git status --short; nvidia-smi; python3 -c "import sys, torch, triton; \
 print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__); \
 print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     tests)
         run tests 300 python3 -m pytest tests -q -n 8 -p no:cacheprovider ;;
     matrix)
-        run matrix 420 python3 -m pytest conformance -q -n 8 -p no:cacheprovider --gpu --record \
-            --profile thorough --matrix "$OUT/matrix_gpu.json"
+        # the gate's own command (conformance/gate.py RECORD_COMMAND), on 14 of the 16 cores
+        run matrix 400 python3 -m pytest conformance -q -n 14 -p no:cacheprovider --gpu --record \
+            --profile thorough --impl triton --matrix "$OUT/matrix_gpu.json"
         tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
