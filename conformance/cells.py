@@ -58,13 +58,10 @@ def find_impl(op: str, name: str):
 
 
 def decline_reason(op: str, name: str, inputs: Inputs) -> str | None:
-    """Why the registry says `name` would not run these inputs (environment or `accepts`)."""
-    from libreyolo.kernels import explain
+    """Why the registry says `name`, asked for by name, would not run these inputs."""
+    from libreyolo.kernels import decline_reason as registry_decline_reason
 
-    for impl, reason in explain(op, *inputs.args, **inputs.kwargs):
-        if impl.name == name:
-            return reason
-    return f"no implementation named {name!r} is registered for {op}"
+    return registry_decline_reason(op, name, *inputs.args, **inputs.kwargs)
 
 
 def _call(fn, inputs: Inputs, mode: str):

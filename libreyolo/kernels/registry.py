@@ -15,11 +15,14 @@ are part of the cache key, so a change of them is honoured too. One lock guards 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
+import tomllib
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import providers, settings
 from .slots import SLOTS, get_slot
@@ -198,14 +201,41 @@ def _predicate_decline(impl: Implementation) -> str | None:
     return reason
 
 
-def _environment_decline(impl: Implementation, selection: settings.Selection) -> str | None:
+AWAITING_RECORD_FILE = Path(__file__).with_name("awaiting_record.toml")
+
+
+@functools.cache
+def awaiting_record() -> frozenset[str]:
+    """``slot/name`` of in-tree implementations without a green CUDA parity record yet."""
+    with AWAITING_RECORD_FILE.open("rb") as file:
+        return frozenset(tomllib.load(file)["awaiting"])
+
+
+def _environment_decline(
+    impl: Implementation, selection: settings.Selection, *, by_name: bool = False
+) -> str | None:
+    """Why the environment excludes ``impl``: the selection, a failure, its predicate, or (last:
+    it could run here) a missing parity record, which only naming the implementation overrides."""
     if not selection.allows(impl.name, impl.is_reference):
         if selection.reference_only:
             return f"{selection.source} forces the reference"
         return f"{selection.source}={selection.only} selects another implementation"
     if impl in _failures:
         return f"disabled after a failure: {_failures[impl]}"
-    return _predicate_decline(impl)
+    reason = _predicate_decline(impl)
+    if reason is None and _awaits_record(impl, selection, by_name):
+        reason = (
+            "awaiting a green CUDA parity record (libreyolo/kernels/awaiting_record.toml); "
+            f"LIBREYOLO_KERNELS={impl.name} selects it anyway"
+        )
+    return reason
+
+
+def _awaits_record(impl: Implementation, selection: settings.Selection, by_name: bool) -> bool:
+    """Listed as awaiting its record and not asked for by name (the interpreter is a test mode)."""
+    named = by_name or selection.only == impl.name
+    listed = f"{impl.op}/{impl.name}" in awaiting_record()
+    return listed and not named and not settings.interpreting()
 
 
 def _warn_unknown_selection(selection: settings.Selection) -> None:
@@ -266,15 +296,35 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
     for impl in registered(op):
         with _lock:
             reason = _environment_decline(impl, selection)
-        if reason is None and with_input and impl.accepts is not None:
-            try:
-                reason = impl.accepts(*args, **kwargs)
-            except INPUT_ERRORS:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one broken accepts() must not hide the rest
-                reason = f"accepts() raised {type(exc).__name__}: {exc}"
+        if reason is None and with_input:
+            reason = _input_decline(impl, args, kwargs)
         report.append((impl, reason))
     return report
+
+
+def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
+    """Why implementation ``name`` would not run these arguments (None: it would).
+
+    Asking by name selects it, as ``LIBREYOLO_KERNELS=name`` would: an implementation awaiting
+    its parity record is judged on its own checks (this is how the conformance suite asks).
+    """
+    for impl in registered(op):
+        if impl.name == name:
+            with _lock:
+                reason = _environment_decline(impl, settings.selection(), by_name=True)
+            return reason if reason is not None else _input_decline(impl, args, kwargs)
+    return f"no implementation named {name!r} is registered for {op}"
+
+
+def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | None:
+    if impl.accepts is None:
+        return None
+    try:
+        return impl.accepts(*args, **kwargs)
+    except INPUT_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one broken accepts() must not hide the rest
+        return f"accepts() raised {type(exc).__name__}: {exc}"
 
 
 def active() -> dict[str, str]:

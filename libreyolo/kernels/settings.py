@@ -59,6 +59,11 @@ def selection() -> Selection:
     return Selection()
 
 
+def interpreting() -> bool:
+    """``TRITON_INTERPRET=1``: Triton kernels run on CPU tensors through the interpreter (tests)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def hub_kernels_enabled() -> bool:
     """False when ``LIBREYOLO_HUB_KERNELS`` is 0/false/off/no (case- and space-insensitive)."""
     value = _normalized(HUB_KERNELS)

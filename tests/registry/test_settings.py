@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from libreyolo.kernels import SelectionWarning, candidates, register, resolve, settings
+from libreyolo.kernels import SelectionWarning, candidates, explain, register, resolve, settings
 
 SLOT = "fake_quant_fp8"
 
@@ -91,3 +91,51 @@ def test_hub_kernels_are_on_by_default(monkeypatch, value):
     else:
         monkeypatch.setenv(settings.HUB_KERNELS, value)
     assert settings.hub_kernels_enabled() is True
+
+
+@pytest.fixture
+def awaiting(monkeypatch):
+    """Pretend ``fake_quant_fp8/triton`` awaits its GPU parity record."""
+    from libreyolo.kernels import registry
+
+    monkeypatch.setattr(registry, "awaiting_record", lambda: frozenset({f"{SLOT}/triton"}))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+@pytest.mark.usefixtures("awaiting")
+def test_an_implementation_awaiting_its_record_is_not_selected_by_default(two_fast_impls):
+    assert resolve(SLOT)() == "hub"
+    from libreyolo.kernels import unregister
+
+    unregister(SLOT, "hub")
+    assert resolve(SLOT)() == "ref"
+    reasons = {impl.name: reason for impl, reason in explain(SLOT)}
+    assert reasons["triton"].startswith("awaiting a green CUDA parity record")
+
+
+@pytest.mark.usefixtures("awaiting")
+def test_naming_an_awaiting_implementation_selects_it(monkeypatch, two_fast_impls):
+    monkeypatch.setenv(settings.KERNELS, "triton")
+    assert resolve(SLOT)() == "triton"
+
+
+@pytest.mark.usefixtures("awaiting")
+def test_the_interpreter_runs_awaiting_implementations(monkeypatch, two_fast_impls):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert [i.name for i in candidates(SLOT)] == ["hub", "triton", "reference"]
+
+
+def test_the_shipped_awaiting_list_is_data_the_registry_reads():
+    from libreyolo.kernels.registry import awaiting_record
+
+    assert all(key.count("/") == 1 for key in awaiting_record())
+
+
+@pytest.mark.usefixtures("awaiting")
+def test_asking_for_an_awaiting_implementation_by_name_judges_it_on_its_own_checks(
+    two_fast_impls,
+):
+    from libreyolo.kernels import decline_reason
+
+    assert decline_reason(SLOT, "triton", 1) is None
+    assert decline_reason(SLOT, "nope", 1).startswith("no implementation named 'nope'")
