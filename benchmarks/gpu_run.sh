@@ -3,8 +3,14 @@
 # records, and the benchmarks. Everything lands under $OUT (logs and JSON packed in one tarball,
 # since a call returns at most 8 files); a short table is printed last.
 #
-# Usage: OUT=/tmp/out bash benchmarks/gpu_run.sh [stage ...]
+# Usage: OUT=/tmp/out [SLOTS=a,b] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env tests matrix bench-fq bench-msda   (default: all, in that order)
+#   SLOTS restricts the matrix to those slots (--slot), so the record run can be split across
+#   device calls of 10 minutes each; each slot's records stay complete.
+# The device copy has no .git of this repository, and records need one (commit + dirty flag):
+#   here:   rm -rf .gitsnap && cp -r .git .gitsnap     (.gitsnap is in .git/info/exclude)
+#   there:  rm -rf .git && cp -r .gitsnap .git && OUT=$OUT bash benchmarks/gpu_run.sh ...
+#           with carry [".gitsnap"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/libreyolo-gpu}
@@ -36,7 +42,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     matrix)
         # the gate's own command (conformance/gate.py RECORD_COMMAND), on 14 of the 16 cores
         run matrix 450 python3 -m pytest conformance -q -n 15 -p no:cacheprovider --gpu --record \
-            --profile thorough --impl triton --matrix "$OUT/matrix_gpu.json"
+            --profile thorough --impl triton ${SLOTS:+--slot "$SLOTS"} \
+            --matrix "$OUT/matrix_gpu.json"
         tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;

@@ -20,6 +20,10 @@ class RunOptions:
     impl: str | None = None
     seed: int = 0
     record: bool = False
+    slots: frozenset | None = None  # --slot: only these slots (None: every catalogued slot)
+
+    def takes(self, slot: str) -> bool:
+        return self.slots is None or slot in self.slots
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -57,7 +61,7 @@ def cell_plans(options: RunOptions, slots=None) -> list[CellPlan]:
     CPU reference (the expensive part on large cases)."""
     plans = []
     for slot, spec in CATALOGUE.items():
-        if slots is not None and slot not in slots:
+        if (slots is not None and slot not in slots) or not options.takes(slot):
             continue
         names = {mode: implementations(options, slot, mode) for mode in options.modes}
         for case in (c for c in shapesets.load(spec.shapes) if c.size in options.sizes):
@@ -72,5 +76,5 @@ def cell_plans(options: RunOptions, slots=None) -> list[CellPlan]:
 
 def layout_targets(options: RunOptions) -> list[tuple[str, str, str]]:
     """(slot, implementation, mode) triples the hypothesis layouts explore."""
-    return [(slot, impl, mode) for slot in CATALOGUE for mode in options.modes
-            for impl in implementations(options, slot, mode)]
+    return [(slot, impl, mode) for slot in CATALOGUE if options.takes(slot)
+            for mode in options.modes for impl in implementations(options, slot, mode)]

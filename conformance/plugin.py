@@ -38,6 +38,9 @@ def pytest_addoption(parser):
     group.addoption("--profile", default="ci", choices=sorted(strategies.PROFILES),
                     help="how much to explore: ci (default, derandomized), dev, thorough")
     group.addoption("--seed", type=int, default=0, help="base seed of the matrix's inputs")
+    group.addoption("--slot", metavar="NAME[,NAME]",
+                    help="only these slots: a record run can be split across commands, each "
+                         "slot's records stay complete")
     group.addoption("--matrix", metavar="PATH", help="write the matrix as JSON to PATH")
     group.addoption("--record", action="store_true",
                     help="with --gpu and --profile thorough: write parity records")
@@ -66,7 +69,7 @@ def pytest_configure(config):
         raise pytest.UsageError("--record needs --gpu: only CUDA runs produce parity records")
     run = RunOptions(profile=strategies.profile(get("profile")), gpu=get("gpu"),
                      interpreter=get("interpreter"), impl=_checked_impl(get("impl")),
-                     seed=get("seed"), record=get("record"))
+                     seed=get("seed"), record=get("record"), slots=_checked_slots(get("slot")))
     config.stash[OPTIONS_KEY] = run
     if not _is_worker(config):
         wants_records = run.record and _record_refusal(config) is None
@@ -95,6 +98,19 @@ def _enter_interpreter() -> None:
         raise pytest.UsageError(f"--interpreter: {imported} were imported compiled already; "
                                 "run the interpreter in a fresh process")
     os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _checked_slots(names: str | None) -> frozenset | None:
+    if names is None:
+        return None
+    from conformance.catalogue import CATALOGUE
+
+    slots = frozenset(n.strip() for n in names.split(",") if n.strip())
+    unknown = sorted(slots - set(CATALOGUE))
+    if unknown or not slots:
+        raise pytest.UsageError(f"--slot: unknown slot(s) {unknown or names!r}; catalogued: "
+                                f"{', '.join(CATALOGUE)}")
+    return slots
 
 
 def _checked_impl(name: str | None) -> str | None:
