@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libreyolo.kernels.attention.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
-from libreyolo.kernels.attention.ms_deform_attn.parity import bounded_check  # noqa: E402
+from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
+from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,
 )

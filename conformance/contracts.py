@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from conformance.bounds import bounded_limit
 from conformance.catalogue.spec import Contract, Inputs
 from conformance.layouts import bits, digest, storage_snapshot
 
@@ -119,7 +120,7 @@ def check_bounded(verdict: Verdict, contract: Contract, names: list[str], candid
         err = _max_abs(cand.detach().cpu().double() - orc)
         port_err = _max_abs(port.double() - orc)
         floor = contract.floor * eps * _max_abs(orc)
-        bound = contract.k * port_err + floor
+        bound = bounded_limit(port_err, _max_abs(orc), eps, contract.k, contract.floor)
         verdict.measurements[name] = {"max_abs_err": err, "portable_err": port_err,
                                       "k": contract.k, "floor": floor, "bound": bound}
         if not err <= bound:

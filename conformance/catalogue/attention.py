@@ -1,7 +1,7 @@
 """Attention slots: bounded contracts against the caller's portable path run in float64.
 
-`ms_deform_attn` has no reference; its portable core, generator and shape set belong to
-`libreyolo.kernels.attention.ms_deform_attn` (k and floor justified in its `parity` module).
+`ms_deform_attn` has no reference; its portable core is `libreyolo.kernels.attention.
+ms_deform_attn`, its cases and bounded check (k and floor justified) `conformance.ms_deform_attn`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from conformance.catalogue.spec import (
     Inputs,
     SlotSpec,
 )
-from libreyolo.kernels.attention.ms_deform_attn import cases as msda_cases
-from libreyolo.kernels.attention.ms_deform_attn import parity
+from conformance.ms_deform_attn import cases as msda_cases
+from conformance.ms_deform_attn import parity
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 
 MSDA_LAYOUTS = ("contiguous", "gapped")

@@ -15,13 +15,13 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton kernels are imported",
                 allow_module_level=True)
 
-from libreyolo.kernels.attention.ms_deform_attn.cases import (  # noqa: E402
+from conformance.ms_deform_attn.cases import (  # noqa: E402
     LOCATIONS,
     Case,
     load_cases,
     make_inputs,
 )
-from libreyolo.kernels.attention.ms_deform_attn.parity import bounded_check  # noqa: E402
+from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,
 )

@@ -1,4 +1,4 @@
-"""Multi-scale deformable attention: portable core, dispatch helpers, parity check.
+"""Multi-scale deformable attention: portable core and dispatch helpers.
 
 The Triton provider (``triton_provider``) is not imported here: the registry imports it lazily,
 so importing this package never imports triton.

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .portable import ms_deform_attn_portable
+from conformance.bounds import bounded_limit
+from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 
 K = 8.0
 FLOOR_ULPS = 8.0
@@ -82,6 +83,6 @@ def bounded_check(fn, value, spatial_shapes, sampling_locations, attention_weigh
             raise ValueError(f"{name}: implementation gave shape {tuple(cand.shape)}, "
                              f"expected {tuple(ref.shape)}")
         portable_error = _max_abs(port - ref)
-        bound = k * portable_error + floor_ulps * eps * _max_abs(ref)
+        bound = bounded_limit(portable_error, _max_abs(ref), eps, k, floor_ulps)
         verdicts.append(Verdict(name, _max_abs(cand - ref), portable_error, bound))
     return verdicts

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-SHAPE_SET = Path(__file__).resolve().parents[4] / "conformance" / "shapes" / "ms_deform_attn.toml"
+SHAPE_SET = Path(__file__).resolve().parents[1] / "shapes" / "ms_deform_attn.toml"
 
 SIZES = ("small", "medium", "large")
 LOCATIONS = ("uniform", "outside", "centres", "borders")
