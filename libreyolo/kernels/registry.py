@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from . import providers, settings
 from .slots import SLOTS, get_slot
 
@@ -70,11 +72,12 @@ _lock = threading.RLock()
 _load_lock = threading.RLock()
 _impls: dict[str, list[Implementation]] = {slot.name: [] for slot in SLOTS}
 _generation = 0
-_resolved: dict[tuple[str, settings.Selection], tuple[int, tuple[Implementation, ...]]] = {}
+_resolved: dict[tuple[str, settings.Selection, bool], tuple[int, tuple[Implementation, ...]]] = {}
 _predicate_results: dict[Implementation, str | None] = {}
 _failures: dict[Implementation, str] = {}
 _warned: set[tuple[str, object]] = set()
 _references_loaded = False
+_providers_started = False
 _providers_loaded = False
 
 
@@ -111,6 +114,8 @@ def register(
     for argument, value in (("predicate", predicate), ("accepts", accepts)):
         if value is not None and not callable(value):
             raise TypeError(f"{argument}: expected a callable or None, got {type(value).__name__}")
+    if name.strip().lower() != REFERENCE:
+        _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     entry = Implementation(
         op,
         name.strip().lower(),
@@ -153,8 +158,13 @@ def clear_cache() -> None:
 
 
 def _ensure_loaded(selection: settings.Selection) -> None:
-    """Register the references, then import providers unless references are forced."""
-    global _references_loaded, _providers_loaded
+    """Register the references, then import providers unless references are forced.
+
+    ``_providers_started`` guards against re-entry (providers call ``register``) under the
+    re-entrant load lock; ``_providers_loaded`` is set only once every provider is imported, so
+    another thread never resolves with half of them.
+    """
+    global _references_loaded, _providers_started, _providers_loaded
     if _references_loaded and (_providers_loaded or selection.reference_only):
         return
     with _load_lock:
@@ -164,9 +174,10 @@ def _ensure_loaded(selection: settings.Selection) -> None:
                 if reference is not None:
                     register(slot.name, reference, name=REFERENCE)
             _references_loaded = True
-        if not _providers_loaded and not selection.reference_only:
-            _providers_loaded = True
+        if not _providers_started and not selection.reference_only:
+            _providers_started = True
             providers.import_providers()
+            _providers_loaded = True
 
 
 def _warn_once(key: tuple[str, object], message: str, category: type[Warning]) -> None:
@@ -258,7 +269,7 @@ def candidates(op: str) -> list[Implementation]:
     selection = settings.selection()
     _ensure_loaded(selection)
     _warn_unknown_selection(selection)
-    key = (op, selection)
+    key = (op, selection, settings.interpreting())
     with _lock:
         cached = _resolved.get(key)
         if cached is not None and cached[0] == _generation:
@@ -288,7 +299,8 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
     """Each registered implementation with the reason it declines (None: it would take it).
 
     Without arguments only the environment is considered; with the slot's arguments each
-    implementation's ``accepts`` is asked too. Bad input raises, as in ``dispatch``.
+    implementation's ``accepts`` is asked too; an ``accepts`` raising ValueError/TypeError (bad
+    input) propagates, as in ``dispatch``.
     """
     selection = settings.selection()
     with_input = bool(args or kwargs)
@@ -303,16 +315,20 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
 
 
 def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
-    """Why implementation ``name`` would not run these arguments (None: it would).
+    """Why implementation ``name`` would not run these arguments (None: it would); without
+    arguments, why the environment excludes it.
 
     Asking by name selects it, as ``LIBREYOLO_KERNELS=name`` would: an implementation awaiting
     its parity record is judged on its own checks (this is how the conformance suite asks).
     """
+    name = name.strip().lower()
     for impl in registered(op):
         if impl.name == name:
             with _lock:
                 reason = _environment_decline(impl, settings.selection(), by_name=True)
-            return reason if reason is not None else _input_decline(impl, args, kwargs)
+            if reason is None and (args or kwargs):
+                reason = _input_decline(impl, args, kwargs)
+            return reason
     return f"no implementation named {name!r} is registered for {op}"
 
 
@@ -354,23 +370,42 @@ def dispatch(op: str, *args, **kwargs):
     """Run ``op`` on the first eligible implementation that accepts these arguments.
 
     Slots without a reference return None when every implementation declines, so the caller
-    keeps its portable path. Bad input (ValueError/TypeError) propagates; any other failure of an
-    accelerated implementation disables it (one warning) and the next one runs.
+    keeps its portable path. ``accepts`` raising ValueError/TypeError reports bad input: it
+    propagates. An accelerated implementation that fails when called is not trusted to judge the
+    input: the next implementation runs the same call. If that one succeeds, the failure was the
+    kernel's, and it is disabled for the process (one warning); if that one raises too, its error
+    propagates (the input was bad) and nothing is disabled. Running out of memory propagates and
+    disables nothing (it is transient).
     """
-    declined = []
+    declined, suspects = [], []
     for impl in candidates(op):
         try:
             reason = impl.accepts(*args, **kwargs) if impl.accepts is not None else None
-            if reason is None:
-                return impl.fn(*args, **kwargs)
         except INPUT_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken accepts() is the kernel's failure
+            _disable(impl, exc)
+            declined.append(f"{impl.name}: failed: {type(exc).__name__}")
+            continue
+        if reason is not None:
+            declined.append(f"{impl.name}: {reason}")
+            continue
+        try:
+            result = impl.fn(*args, **kwargs)
+        except torch.OutOfMemoryError:
             raise
         except Exception as exc:
             if impl.is_reference:
                 raise
-            _disable(impl, exc)
-            reason = f"failed: {type(exc).__name__}"
-        declined.append(f"{impl.name}: {reason}")
+            if not isinstance(exc, INPUT_ERRORS):
+                _disable(impl, exc)
+            else:
+                suspects.append((impl, exc))
+            declined.append(f"{impl.name}: failed: {type(exc).__name__}")
+            continue
+        for suspect, exc in suspects:  # this input was fine: their errors were their own
+            _disable(suspect, exc)
+        return result
     if get_slot(op).reference is None:
         return None
     raise NoImplementationError(

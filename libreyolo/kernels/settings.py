@@ -59,9 +59,14 @@ def selection() -> Selection:
     return Selection()
 
 
+TRITON_INTERPRET = "TRITON_INTERPRET"
+# Triton's own reading of the variable (triton 3.6, knobs.getenv_bool): these, case-insensitive.
+_TRITON_TRUE = frozenset({"1", "true", "on", "yes"})
+
+
 def interpreting() -> bool:
-    """``TRITON_INTERPRET=1``: Triton kernels run on CPU tensors through the interpreter (tests)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
+    """Triton kernels run on CPU tensors through the interpreter (a test mode)."""
+    return (os.environ.get(TRITON_INTERPRET) or "").strip().lower() in _TRITON_TRUE
 
 
 def hub_kernels_enabled() -> bool:
@@ -72,4 +77,5 @@ def hub_kernels_enabled() -> bool:
 
 def in_effect() -> dict[str, str | None]:
     """The raw values of every setting, for the CLI and for parity records."""
-    return {name: os.environ.get(name) for name in (KERNELS, LEGACY_KERNELS, HUB_KERNELS)}
+    variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, TRITON_INTERPRET)
+    return {name: os.environ.get(name) for name in variables}

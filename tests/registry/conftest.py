@@ -14,6 +14,7 @@ def clean_registry(monkeypatch):
         monkeypatch.delenv(variable, raising=False)
     registry._ensure_loaded(settings.Selection(reference_only=True))
     saved = {op: list(entries) for op, entries in registry._impls.items()}
+    monkeypatch.setattr(registry, "_providers_started", True)
     monkeypatch.setattr(registry, "_providers_loaded", True)
     monkeypatch.setattr(registry, "_failures", {})
     monkeypatch.setattr(registry, "_warned", set())

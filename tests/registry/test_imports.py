@@ -119,7 +119,22 @@ def test_a_broken_provider_warns_and_does_not_hide_the_others(
         ("broken_provider", "needs_triton_provider", "good_provider"),
     )
     monkeypatch.setattr(providers, "THIRD_PARTY_PACKAGE", "no_such_package_here")
+    monkeypatch.setattr(registry, "_providers_started", False)
     monkeypatch.setattr(registry, "_providers_loaded", False)
     with pytest.warns(providers.ProviderImportWarning, match="broken_provider.*bad install") as rec:
         assert registry.resolve("ms_deform_attn")() == "good"
     assert len(rec) == 1, "a missing optional dependency (triton) must not warn"
+
+
+def test_a_registration_made_before_the_first_resolution_is_newer_than_in_tree_ones(tmp_path):
+    seen = run_python(
+        """
+        import json
+        from libreyolo.kernels import register, registered
+        register("fake_quant_fp8", lambda *a, **k: None, name="mine")
+        print(json.dumps([i.name for i in registered("fake_quant_fp8")]))
+        """,
+        tmp_path,
+    )
+    assert seen[0] == "mine" and seen[-1] == "reference"
+    assert "triton" in seen

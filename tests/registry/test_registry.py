@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import torch
 
 from libreyolo.kernels import (
     KernelDisabledWarning,
@@ -206,13 +207,39 @@ def test_reregistering_a_disabled_name_enables_it_again():
 
 
 @pytest.mark.parametrize("error", [ValueError("x: expected 2-D"), TypeError("x: expected float")])
-def test_bad_input_errors_propagate_and_do_not_disable(error):
-    def validating(x):
+def test_bad_input_raised_by_every_implementation_propagates_and_disables_nothing(error):
+    def rejects(x):
+        raise error
+
+    register(WITH_REF, rejects, name="reference")
+    register(WITH_REF, rejects, name="fast")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(type(error), match="x: expected"):
+            dispatch(WITH_REF, 1)
+    assert names(WITH_REF)[0] == "fast"
+
+
+@pytest.mark.parametrize("error", [ValueError("Pointer argument cannot be accessed"), TypeError()])
+def test_an_input_error_only_the_kernel_raises_is_the_kernel_failing(error):
+    def launch_fails(x):
         raise error
 
     register(WITH_REF, tagged("ref"), name="reference")
-    register(WITH_REF, validating, name="fast")
-    with pytest.raises(type(error), match="x: expected"):
+    register(WITH_REF, launch_fails, name="fast")
+    with pytest.warns(KernelDisabledWarning, match="fast failed") as record:
+        assert dispatch(WITH_REF, 1) == "ref"
+    assert len(record) == 1
+    assert names(WITH_REF) == ["reference"]
+
+
+def test_running_out_of_memory_propagates_and_disables_nothing():
+    def out_of_memory(x):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    register(WITH_REF, tagged("ref"), name="reference")
+    register(WITH_REF, out_of_memory, name="fast")
+    with pytest.raises(torch.OutOfMemoryError):
         dispatch(WITH_REF, 1)
     assert names(WITH_REF)[0] == "fast"
 

@@ -139,3 +139,13 @@ def test_asking_for_an_awaiting_implementation_by_name_judges_it_on_its_own_chec
 
     assert decline_reason(SLOT, "triton", 1) is None
     assert decline_reason(SLOT, "nope", 1).startswith("no implementation named 'nope'")
+
+
+@pytest.mark.parametrize("value, on", [("1", True), (" TRUE", True), ("on", True), ("Yes", True),
+                                       ("0", False), ("", False), ("false", False), (None, False)])
+def test_the_interpreter_setting_reads_the_variable_as_triton_does(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert settings.interpreting() is on

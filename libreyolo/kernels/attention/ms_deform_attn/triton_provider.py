@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 from pathlib import Path
 
 import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
+from libreyolo.kernels.settings import interpreting
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Offsets inside the kernels are int32.
 MAX_ELEMENTS = 2**31 - 1
+# CUDA's limit on the second grid dimension, which is batch x heads here.
+MAX_GRID_Y = 65535
 # Elements per program (queries x channels), 4 per thread at 4 warps: ptxas (sm_90a) gives
 # 96 registers forward and 128 backward at C=32, 4 levels x 4 points, no spills, so 5 and 4
 # blocks fit an SM; twice the tile needed 167 and 255 registers, and the backward spilled.
@@ -34,15 +36,11 @@ NUM_WARPS = 4
 BLOCK_C_MAX = 64
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def environment_ok() -> bool:
     """triton is installed, and there is a GPU or the interpreter is on."""
     if importlib.util.find_spec("triton") is None:
         return False
-    return _interpreting() or torch.cuda.is_available()
+    return interpreting() or torch.cuda.is_available()
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -51,9 +49,9 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
                "sampling_locations": sampling_locations, "attention_weights": attention_weights}
     if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         return "every argument must be a tensor (spatial_shapes as a (levels, 2) int64 tensor)"
-    if capture_reason() is not None:
-        return capture_reason()
-    wanted = "cpu" if _interpreting() else "cuda"
+    if (capturing := capture_reason()) is not None:
+        return capturing
+    wanted = "cpu" if interpreting() else "cuda"
     for name, tensor in tensors.items():
         if tensor.device.type != wanted:
             return f"{name} is on {tensor.device}, the kernels run on {wanted}"
@@ -76,6 +74,8 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
         return "attention_weights does not match sampling_locations"
     if levels == 0 or points == 0:
         return "no levels or no points"
+    if batch * heads > MAX_GRID_Y:
+        return f"batch x heads = {batch * heads} exceeds the launch grid's {MAX_GRID_Y}"
     if max(t.numel() for t in tensors.values()) > MAX_ELEMENTS or \
             batch * len_q * value.shape[2] * value.shape[3] > MAX_ELEMENTS:
         return f"more than {MAX_ELEMENTS} elements in one tensor (int32 offsets)"

@@ -16,13 +16,13 @@ Eligibility, in the order ``accepts`` checks it:
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
+from libreyolo.kernels.settings import interpreting
 
 from .plan import MAX_UNIT, PLANNERS, AmaxFrom, Plan, ScaleSource
 
@@ -32,13 +32,8 @@ SOURCES = tuple(str(_HERE / f) for f in ("kernels.py", "launch.py", "plan.py", P
 _MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
 
 
-def interpreting() -> bool:
-    """Is the Triton interpreter on? (triton's own reading of the variable accepts these.)"""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "on"}
-
-
 def triton_ready() -> bool:
-    """Environment check: triton importable, and CUDA present or the interpreter on."""
+    """triton importable, and CUDA present or the interpreter on."""
     return _triton_installed() and (interpreting() or torch.cuda.is_available())
 
 
