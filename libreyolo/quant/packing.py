@@ -60,10 +60,16 @@ class PackedMXFP8(NamedTuple):
     scale: torch.Tensor  # uint8 E8M0 (2^(code - 127)), (out, ceil(in / 32))
 
 
+def _stored_scale(scale: torch.Tensor) -> torch.Tensor:
+    """A copy with -0.0 stored as +0.0: a zero scale dequantizes to +0.0 (rule 7), and
+    ``0 * -0.0`` would give -0.0 on unpack."""
+    return torch.where(scale == 0, 0.0, scale)
+
+
 def pack_int8(w: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> PackedInt8:
     result = quantizers.int8_per_channel(w, scale, axis)
     v.check_all_finite("w", w)
-    return PackedInt8(result.codes.to(torch.int8), scale, axis % w.dim())
+    return PackedInt8(result.codes.to(torch.int8), _stored_scale(scale), axis % w.dim())
 
 
 def unpack_int8(codes, scale, axis: int = 0, dtype=torch.float32) -> torch.Tensor:
@@ -79,7 +85,7 @@ def pack_fp8(w: torch.Tensor, scale=None, *, fmt: str = "e4m3", axis=None) -> Pa
     result = quantizers.fp8(w, scale, fmt=fmt, axis=axis)
     v.check_all_finite("w", w)
     axis = None if axis is None else axis % w.dim()
-    return PackedFP8(result.codes.to(_FP8_DTYPES[fmt]), result.scales["scale"], axis)
+    return PackedFP8(result.codes.to(_FP8_DTYPES[fmt]), _stored_scale(result.scales["scale"]), axis)
 
 
 def unpack_fp8(codes, scale, axis=None, dtype=torch.float32) -> torch.Tensor:

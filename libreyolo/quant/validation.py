@@ -123,11 +123,16 @@ def check_scale(
 def check_zero_point(name: str, zero_point: object) -> int:
     """An int in [-128, 127]: a Python int or a 0-dim integer tensor (read once, on the host)."""
     if isinstance(zero_point, torch.Tensor):
-        if zero_point.dim() != 0 or zero_point.is_floating_point() or zero_point.is_complex():
+        integer = not (zero_point.is_floating_point() or zero_point.is_complex()
+                       or zero_point.dtype == torch.bool)
+        if zero_point.dim() != 0 or not integer:
             raise TypeError(
                 f"{name} must be a Python int or a 0-dim integer tensor, got a "
                 f"{_dtype_name(zero_point)} tensor of shape {tuple(zero_point.shape)}"
             )
+        if host_reads_forbidden():
+            raise ValueError(f"{name}: a tensor cannot be read while a graph is captured; "
+                             "pass the zero point as a Python int")
         zero_point = int(zero_point.item())
     elif isinstance(zero_point, bool) or not isinstance(zero_point, int):
         raise TypeError(

@@ -104,6 +104,8 @@ def test_a_spatial_shapes_overstating_len_in_reads_zeros_past_value():
     (lambda v, s, loc, w: (v, s, loc[:, :, :1], w), "sampling_locations does not match"),
     (lambda v, s, loc, w: (v, s, loc, w[..., :1]), "attention_weights does not match"),
     (lambda v, s, loc, w: (v.to("meta"), s, loc, w), "meta"),
+    (lambda v, s, loc, w: tuple(t if t is s else t[:1].expand(65536, *t.shape[1:])
+                                for t in (v, s, loc, w)), "launch grid"),
 ])
 def test_declines_what_it_does_not_take_with_a_reason(change, reason_words):
     inputs = change(*make_inputs(SMALL_CASES[0]))

@@ -56,6 +56,8 @@ BAD = [
      TypeError, "zero_point must be a Python int or a 0-dim integer tensor, got a float32"),
     ("affine-zp-tensor-range", fq.fake_quant_int8_affine, (X, S0, torch.tensor(-129)), {},
      ValueError, r"zero_point must be in \[-128, 127\], got -129"),
+    ("zero-point-bool-tensor", fq.fake_quant_int8_affine, (X, S0, torch.tensor(True)), {},
+     TypeError, "zero_point must be a Python int or a 0-dim integer tensor, got a bool"),
     ("fp8-fmt", fq.fake_quant_fp8, (X, S0), {"fmt": "e3m4"}, ValueError,
      r"fmt must be one of \('e4m3', 'e5m2'\), got 'e3m4'"),
     ("fp8-tensor-scale-with-axis", fq.fake_quant_fp8, (X, S0), {"axis": 0}, ValueError,

@@ -166,3 +166,14 @@ BAD_UNPACK = [
 def test_unpack_rejects_inconsistent_packed_tensors(unpack, args, error, message):
     with pytest.raises(error, match=message):
         unpack(*args)
+
+
+@pytest.mark.parametrize("pack, unpack, op, kwargs", [
+    (pk.pack_int8, pk.unpack_int8, fq.fake_quant_int8_per_channel, {}),
+    (pk.pack_fp8, pk.unpack_fp8, fq.fake_quant_fp8, {"axis": 0}),
+])
+def test_a_negative_zero_scale_unpacks_to_positive_zero_like_fake_quant(pack, unpack, op, kwargs):
+    w = torch.randn(4, 8)
+    scale = torch.tensor([0.1, -0.0, 0.2, 0.0])
+    packed = pack(w, scale, **kwargs)
+    assert_same_bits(unpack(*packed), op(w, scale, **kwargs))

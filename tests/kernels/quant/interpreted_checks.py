@@ -213,3 +213,14 @@ def test_tensor_amax_pass_uses_more_partials_and_covers_every_chunk():
     assert partials.shape[1] <= launch.TENSOR_PARTIALS
     want = torch.where(torch.isfinite(x), x.abs(), 0).amax()
     assert torch.equal(partials.amax(), want)
+
+
+def test_backward_after_the_input_changed_in_place_is_refused_like_the_reference():
+    """The mask must be the forward's: autograd refuses a backward through a mutated input."""
+    (impl,) = [i for i in registered("fake_quant_fp8") if i.name == "triton"]
+    leaf = torch.randn(4, 64, requires_grad=True)
+    x = leaf * 1.0
+    out = impl.fn(x)
+    x.add_(1000.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()

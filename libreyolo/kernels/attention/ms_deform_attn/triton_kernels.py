@@ -20,8 +20,9 @@ def _corner_offsets(xi, yi, height, width, start, len_in, row_stride, q_mask):
     """Row offsets of pixel (yi, xi) of the level starting at ``start``, and where it exists."""
     inside = q_mask & (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
     row = start + yi * width + xi
-    # A spatial_shapes that overstates len_in must not read or write past the value tensor.
-    inside = inside & (row < len_in)
+    # A spatial_shapes that overstates len_in (or overflows int32) must not read or write
+    # outside the value tensor.
+    inside = inside & (row >= 0) & (row < len_in)
     return tl.where(inside, row, 0) * row_stride, inside
 
 

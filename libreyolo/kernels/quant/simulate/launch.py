@@ -138,13 +138,17 @@ class _StraightThrough(torch.autograd.Function):
     def forward(ctx, x, plan, tile):
         x = x.detach().contiguous()
         partials = first_pass(plan, x, tile)
-        ctx.plan, ctx.x, ctx.partials, ctx.tile = plan, x, partials, tile
+        # saved for backward, so autograd refuses a backward after x was changed in place (the
+        # mask is recomputed from x, and must be the forward's)
+        ctx.save_for_backward(x)
+        ctx.plan, ctx.partials, ctx.tile = plan, partials, tile
         return quantize(plan, x, partials, tile=tile)
 
     @staticmethod
     def backward(ctx, g):
-        grad = g.reshape(ctx.x.shape).contiguous()
-        return quantize(ctx.plan, ctx.x, ctx.partials, grad, ctx.tile), None, None
+        (x,) = ctx.saved_tensors
+        grad = g.reshape(x.shape).contiguous()
+        return quantize(ctx.plan, x, ctx.partials, grad, ctx.tile), None, None
 
 
 def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
