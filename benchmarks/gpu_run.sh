@@ -41,7 +41,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run tests 300 python3 -m pytest tests -q -n 8 -p no:cacheprovider ;;
     matrix)
         # the gate's own command (conformance/gate.py RECORD_COMMAND), on 14 of the 16 cores
-        run matrix 450 python3 -m pytest conformance -q -n 15 -p no:cacheprovider --gpu --record \
+        run matrix 450 python3 -m pytest conformance -q -n 15 --dist worksteal -p no:cacheprovider \
+            --gpu --record \
             --profile thorough --impl triton ${SLOTS:+--slot "$SLOTS"} \
             --matrix "$OUT/matrix_gpu.json"
         tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;

@@ -57,11 +57,17 @@ def find_impl(op: str, name: str):
     return next((impl for impl in registered(op) if impl.name == name), None)
 
 
-def decline_reason(op: str, name: str, inputs: Inputs) -> str | None:
-    """Why the registry says `name`, asked for by name, would not run these inputs."""
+def decline_reason(op: str, name: str, inputs: Inputs) -> tuple[str | None, bool]:
+    """Why the registry says `name`, asked for by name, would not run these inputs, and whether
+    the environment (not the input) is the reason: an environment decline is never a failure
+    (an implementation cannot take cells its machine cannot run), an input decline in a case the
+    catalogue holds the implementation to is."""
     from libreyolo.kernels import decline_reason as registry_decline_reason
 
-    return registry_decline_reason(op, name, *inputs.args, **inputs.kwargs)
+    environment = registry_decline_reason(op, name)
+    if environment is not None:
+        return environment, True
+    return registry_decline_reason(op, name, *inputs.args, **inputs.kwargs), False
 
 
 def _call(fn, inputs: Inputs, mode: str):
@@ -87,11 +93,12 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     device = "cuda" if plan.mode in GPU_MODES else "cpu"
     impl_inputs = (inputs if inputs is not None else make_inputs(spec, plan)).to(device)
     try:
-        reason = decline_reason(spec.name, plan.impl, impl_inputs)
+        reason, environment = decline_reason(spec.name, plan.impl, impl_inputs)
     except Exception as exc:  # noqa: BLE001 - a crashing accepts() is the implementation's bug
         return _crashed(cell, exc)
     if reason is not None:
-        covered = spec.expectation(plan.impl).covers(plan.mode, plan.dtype, plan.layout)
+        covered = not environment and spec.expectation(plan.impl).covers(
+            plan.mode, plan.dtype, plan.layout)
         cell.state, cell.reason = ("fail" if covered else "not-applicable"), reason
         cell.failed_checks = ["accepts"] if covered else []
         return cell

@@ -21,7 +21,10 @@ IN_TREE = {
     "libreyolo.kernels.attention.ms_deform_attn.triton_provider":
         ("triton", ("ms_deform_attn",), ("triton_provider.py", "triton_kernels.py")),
 }
-RECORD_COMMAND = "pytest conformance/ --gpu --record --profile thorough --impl {impl}"
+# worksteal: xdist's default load scheduling hands a block of consecutive tests to each worker,
+# and every slot's record waits for its hypothesis tests, which then all sit on one worker.
+RECORD_COMMAND = ("pytest conformance/ --gpu --record --profile thorough --impl {impl} "
+                  "-n auto --dist worksteal")
 
 
 @dataclass(frozen=True)

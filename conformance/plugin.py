@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 
 import pytest
@@ -84,8 +85,14 @@ def _record_refusal(config) -> str | None:
         return f"records need --profile {RECORD_PROFILE} (this run: {run.profile.name})"
     if config.option.keyword or config.option.markexpr:
         return "a -k or -m filtered run writes no records"
-    if any("::" in arg for arg in config.args):
-        return "a run of selected tests writes no records"
+    suite = pathlib.Path(__file__).resolve().parent
+    given = {pathlib.Path(config.invocation_params.dir, arg).resolve() for arg in config.args}
+    if given != {suite}:
+        return f"records come from the whole suite: run `pytest {suite.name}/`, not {config.args}"
+    narrowed = [option for option in ("ignore", "ignore_glob", "deselect")
+                if getattr(config.option, option, None)]
+    if narrowed:
+        return f"a run narrowed by --{narrowed[0].replace('_', '-')} writes no records"
     return None
 
 
@@ -228,6 +235,8 @@ class Collector:
             return
         for path in self.recorder.written:
             tr.write_line(f"wrote {path}")
+        for failure in self.recorder.failed:
+            tr.write_line(f"FAILED to write: {failure}")
         for slot, impl in sorted(self.recorder.pending):
             tr.write_line(f"NOT written (incomplete): {slot}/{impl}")
 

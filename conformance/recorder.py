@@ -28,6 +28,7 @@ class Recorder:
         self.tests: dict[tuple, int] = {}
         self.started = time.perf_counter()
         self.written: list[str] = []
+        self.failed: list[str] = []
 
     def expect(self, nodeids) -> None:
         """The collected tests; only their in-tree implementations get records."""
@@ -47,7 +48,11 @@ class Recorder:
         self.pending[key].discard(nodeid)
         if not self.pending[key]:
             del self.pending[key]
-            record = records.build(*key, self.targets[key].sources, self.cells[key],
-                                   expected_tests=self.tests[key], profile=self.profile,
-                                   seed=self.seed, wall_seconds=time.perf_counter() - self.started)
-            self.written.append(str(records.write(record, self.directory)))
+            try:
+                record = records.build(
+                    *key, self.targets[key].sources, self.cells[key],
+                    expected_tests=self.tests[key], profile=self.profile, seed=self.seed,
+                    wall_seconds=time.perf_counter() - self.started)
+                self.written.append(str(records.write(record, self.directory)))
+            except Exception as exc:  # noqa: BLE001 - one record's failure must not end the run
+                self.failed.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")

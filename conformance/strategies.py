@@ -48,7 +48,7 @@ _SMALL, _MEDIUM = frozenset({"small"}), frozenset({"small", "medium"})
 PROFILES = {
     "ci": Profile("ci", _MEDIUM, _SMALL, max_examples=6, derandomize=True),
     "dev": Profile("dev", _MEDIUM, _MEDIUM, max_examples=40, derandomize=False),
-    # Sized to fit one 10-minute GPU command (-n 14 on the H200's 16 cores): large cases once
+    # Sized to fit one 10-minute GPU command (-n 15 on the H200's 16 cores): large cases once
     # each, since their CPU reference dominates; 12 random examples per hypothesis target,
     # because each new shape compiles its kernels (60 had not finished in 400 s on the H200).
     "thorough": Profile("thorough", _MEDIUM | {"large"}, _MEDIUM, max_examples=12,

@@ -37,6 +37,7 @@ def test_layouts(layout_target, run_options, record_cell, request):
         if cell.state == "not-applicable":
             declined.append(cell.reason)
 
+    state, reason = "crash", "the exploration raised before it could conclude"
     try:
         explore()
         state, reason = ("pass", None) if counts["pass"] or not declined else \

@@ -1,5 +1,6 @@
 """Records: written per implementation once all its tests reported, with what the gate checks."""
 
+import pytest
 import torch
 
 from conformance import records
@@ -53,3 +54,34 @@ def test_recorded_output_digests_are_recomputable_from_the_cpu_reference():
     cell = reference_cell(seed=7)
     key = f"cuda|{cell.dtype}|{cell.case}"
     assert records.reference_digest("fake_quant_fp8", 7, key) == cell.measurements["output_digest"]
+
+
+def _config(args, **narrowing):
+    from types import SimpleNamespace
+
+    from conformance.provenance import ROOT
+
+    option = {"keyword": "", "markexpr": "", "ignore": None, "ignore_glob": None,
+              "deselect": None, **narrowing}
+    return SimpleNamespace(args=args, invocation_params=SimpleNamespace(dir=ROOT),
+                           option=SimpleNamespace(**option))
+
+
+@pytest.mark.parametrize("args, narrowing, refused", [
+    (["conformance/"], {}, False),
+    (["conformance"], {}, False),
+    (["conformance/test_layouts.py"], {}, True),
+    (["conformance/test_matrix.py", "conformance/test_layouts.py"], {}, True),
+    (["conformance"], {"deselect": ["conformance/test_matrix.py::test_cell[x]"]}, True),
+    (["conformance"], {"ignore": ["conformance/test_layouts.py"]}, True),
+    (["conformance"], {"keyword": "fp8"}, True),
+])
+def test_only_a_run_of_the_whole_suite_writes_records(monkeypatch, args, narrowing, refused):
+    from types import SimpleNamespace
+
+    from conformance import plugin
+    from conformance.records import RECORD_PROFILE
+
+    thorough = SimpleNamespace(profile=SimpleNamespace(name=RECORD_PROFILE))
+    monkeypatch.setattr(plugin, "options", lambda config: thorough)
+    assert (plugin._record_refusal(_config(args, **narrowing)) is not None) is refused
