@@ -32,7 +32,6 @@ TENSOR = tl.constexpr(int(ScaleSource.TENSOR))
 PER_ROW = tl.constexpr(int(ScaleSource.PER_ROW))
 PER_COL = tl.constexpr(int(ScaleSource.PER_COL))
 OF_UNIT = tl.constexpr(int(AmaxFrom.UNIT))
-RULE_DIVIDE = tl.constexpr(int(ScaleRule.DIVIDE))
 RULE_E8M0 = tl.constexpr(int(ScaleRule.E8M0))
 RULE_NVFP4 = tl.constexpr(int(ScaleRule.NVFP4))
 
@@ -111,13 +110,10 @@ def _e8m0_exponent(amax, ELEMENT_EMAX: tl.constexpr):
 
 
 @triton.jit
-def _amax_to_scale(amax, AMAX_DIVISOR: tl.constexpr, ELEMENT_EMAX: tl.constexpr,
-                   SCALE_RULE: tl.constexpr):
-    """Rule 6: a scale from a finite amax; an amax of zero gives scale 1."""
-    if SCALE_RULE == RULE_E8M0:
-        scale = _power_of_two(_e8m0_exponent(amax, ELEMENT_EMAX))
-    else:
-        scale = tl.div_rn(amax, tl.full(amax.shape, AMAX_DIVISOR, tl.float32))
+def _amax_to_scale(amax, AMAX_DIVISOR: tl.constexpr):
+    """Rule 6: amax / divisor (IEEE division) from a finite amax; an amax of zero gives 1.
+    (E8M0 scales are built inline, with their exact reciprocal.)"""
+    scale = tl.div_rn(amax, tl.full(amax.shape, AMAX_DIVISOR, tl.float32))
     return tl.where(amax > 0.0, scale, 1.0)
 
 
@@ -169,7 +165,7 @@ def fake_quant_kernel(
             slots = tl.arange(0, PARTIALS_PAD)
             tensor_amax = tl.max(tl.load(partials_ptr + slots, mask=slots < n_partials,
                                          other=0.0), axis=0)
-            tensor_scale = _amax_to_scale(tensor_amax, AMAX_DIVISOR, 0, RULE_DIVIDE)
+            tensor_scale = _amax_to_scale(tensor_amax, AMAX_DIVISOR)
             divisor = tensor_scale * FMAX  # FMAX: the E2M1 max, 6
             divisor = tl.where(divisor == 0.0, 1.0, divisor)
             block = tl.where(amax == 0.0, 1.0, tl.div_rn(amax, divisor))
@@ -180,7 +176,7 @@ def fake_quant_kernel(
             scale = tl.where(amax > 0.0, _power_of_two(exponent), 1.0)[:, None]
             inverse = tl.where(amax > 0.0, _power_of_two(-exponent), 1.0)[:, None]
         else:
-            scale = _amax_to_scale(amax, AMAX_DIVISOR, ELEMENT_EMAX, SCALE_RULE)[:, None]
+            scale = _amax_to_scale(amax, AMAX_DIVISOR)[:, None]
 
     nonzero_scale = scale != 0.0
     if SCALE_RULE == RULE_E8M0:  # only FROM_AMAX plans use this rule
