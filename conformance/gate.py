@@ -63,8 +63,15 @@ def record_problem(target: Target, record: dict | None, current_digest: str) -> 
     if not record.get("complete") or record.get("profile") != RECORD_PROFILE:
         return (f"{where}: the record is from a partial run (complete={record.get('complete')}, "
                 f"profile={record.get('profile')}); run: {target.command}")
-    if "cuda" not in record.get("modes", ()):
-        return f"{where}: the record has no CUDA cells (interpreter runs never count)"
+    missing = [mode for mode in ("cuda", "cuda-graph") if mode not in record.get("modes", ())]
+    if missing:
+        return (f"{where}: the record has no {' or '.join(missing)} cells "
+                "(interpreter runs never count)")
+    if (record.get("slot"), record.get("impl")) != (target.slot, target.impl):
+        return f"{where}: the record is of {record.get('slot')}/{record.get('impl')}"
+    exact = CATALOGUE[target.slot].contract.kind == "exact" if target.slot in CATALOGUE else False
+    if exact and not record.get("output_digests"):
+        return f"{where}: an exact-contract record without output digests proves no bits"
     states = record.get("counts", {}).get("state", {})
     if states.get("fail", 0) or states.get("crash", 0) or not states.get("pass", 0):
         return f"{where}: the record is not green ({states}); fix the implementation"

@@ -25,12 +25,22 @@ def record_path(slot: str, impl: str, directory: Path = RECORDS_DIR) -> Path:
     return directory / f"{slot}--{impl}.json"
 
 
+def _measured(cell: Cell):
+    """(name, value) of every measurement worth a worst case: exact cells' mismatch counts and
+    errors, and each bounded quantity's error as a fraction of its bound."""
+    for key in ("mismatches", "max_ulp", "max_abs_err", "grad_mismatches"):
+        if cell.measurements.get(key) is not None:
+            yield key, cell.measurements[key]
+    for name, value in cell.measurements.items():
+        if isinstance(value, dict) and value.get("bound"):
+            yield f"{name}_error_over_bound", value["max_abs_err"] / value["bound"]
+
+
 def _worst(cells: list[Cell]) -> dict:
     worst: dict = {}
     for cell in cells:
-        for key in ("mismatches", "max_ulp", "max_abs_err", "grad_mismatches"):
-            value = cell.measurements.get(key)
-            if value is not None and value > worst.get(key, (0, None))[0]:
+        for key, value in _measured(cell):
+            if value > worst.get(key, (0, None))[0]:
                 worst[key] = (value, f"{cell.mode} {cell.dtype} {cell.case}")
     return {k: {"value": v, "cell": where} for k, (v, where) in worst.items()}
 

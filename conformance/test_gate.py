@@ -12,7 +12,8 @@ def green_record(**changes) -> dict:
     record = {"slot": FAKE.slot, "impl": FAKE.impl, "source_digest": DIGEST,
               "git": {"commit": "c" * 40, "dirty": False}, "complete": True,
               "profile": "thorough", "modes": ["cuda", "cuda-graph"],
-              "counts": {"state": {"pass": 120, "not-applicable": 3}}}
+              "counts": {"state": {"pass": 120, "not-applicable": 3}},
+              "output_digests": {"cuda|float32|case@contiguous": "0" * 64}}
     record.update(changes)
     return record
 
@@ -28,12 +29,16 @@ def test_a_matching_complete_green_record_passes():
     (green_record(git={"commit": None}), "DIRTY"),
     (green_record(complete=False), "partial run"),
     (green_record(profile="ci"), "partial run"),
-    (green_record(modes=["interpreter"]), "no CUDA cells"),
+    (green_record(modes=["interpreter"]), "no cuda or cuda-graph cells"),
+    (green_record(modes=["cuda"]), "no cuda-graph cells"),
+    (green_record(slot="fake_quant_int8_affine"), "the record is of"),
+    (green_record(output_digests={}), "without output digests"),
     (green_record(counts={"state": {"pass": 119, "fail": 1}}), "not green"),
     (green_record(counts={"state": {"pass": 119, "crash": 1}}), "not green"),
     (green_record(counts={"state": {"not-applicable": 120}}), "not green"),
 ], ids=["no-record", "digest-mismatch", "dirty-tree", "unknown-git", "partial-run",
-        "ci-profile", "interpreter-only", "a-failure", "a-crash", "nothing-passed"])
+        "ci-profile", "interpreter-only", "no-graph-mode", "another-slots-record",
+        "no-output-digests", "a-failure", "a-crash", "nothing-passed"])
 def test_a_record_that_does_not_prove_the_current_code_fails(record, words):
     problem = record_problem(FAKE, record, DIGEST)
     assert problem is not None and words in problem

@@ -85,3 +85,13 @@ def test_only_a_run_of_the_whole_suite_writes_records(monkeypatch, args, narrowi
     thorough = SimpleNamespace(profile=SimpleNamespace(name=RECORD_PROFILE))
     monkeypatch.setattr(plugin, "options", lambda config: thorough)
     assert (plugin._record_refusal(_config(args, **narrowing)) is not None) is refused
+
+
+def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
+    from conformance.matrix import Cell
+
+    cells = [Cell("ms_deform_attn", "triton", "cuda", "float32", f"c{i}@contiguous", "small",
+                  "pass", measurements={"output": {"max_abs_err": err, "bound": 4e-6}})
+             for i, err in enumerate((1e-6, 3e-6))]
+    worst = records._worst(cells)["output_error_over_bound"]
+    assert worst == {"value": 0.75, "cell": "cuda float32 c1@contiguous"}
