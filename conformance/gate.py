@@ -4,22 +4,21 @@ of its current sources. The list is static, so a machine without triton cannot m
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from conformance import provenance
 from conformance.catalogue import CATALOGUE
 from conformance.records import RECORD_PROFILE
 
 FAKE_QUANT_SLOTS = tuple(name for name, spec in CATALOGUE.items() if spec.family == "fake_quant")
-#: provider module -> (implementation name, slots it registers, its source files next to it)
+#: provider module -> (implementation name, slots it registers). Its source files are the
+#: module's own ``SOURCES``, the list it registers with; the module imports without triton.
 IN_TREE = {
-    "libreyolo.kernels.quant.simulate.triton_provider":
-        ("triton", FAKE_QUANT_SLOTS, ("kernels.py", "launch.py", "plan.py", "triton_provider.py")),
-    "libreyolo.kernels.attention.ms_deform_attn.triton_provider":
-        ("triton", ("ms_deform_attn",), ("triton_provider.py", "triton_kernels.py")),
+    "libreyolo.kernels.quant.simulate.triton_provider": ("triton", FAKE_QUANT_SLOTS),
+    "libreyolo.kernels.attention.ms_deform_attn.triton_provider": ("triton", ("ms_deform_attn",)),
 }
 # worksteal: xdist's default load scheduling hands a block of consecutive tests to each worker,
 # and every slot's record waits for its hypothesis tests, which then all sit on one worker.
@@ -40,12 +39,11 @@ class Target:
 
 def in_tree_targets() -> list[Target]:
     targets = []
-    for module, (impl, slots, files) in IN_TREE.items():
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
+    for module, (impl, slots) in IN_TREE.items():
+        if importlib.util.find_spec(module) is None:
             raise LookupError(f"in-tree provider {module} is missing from the source tree")
-        here = Path(spec.origin).parent
-        targets += [Target(slot, impl, tuple(str(here / f) for f in files)) for slot in slots]
+        sources = tuple(importlib.import_module(module).SOURCES)
+        targets += [Target(slot, impl, sources) for slot in slots]
     return targets
 
 

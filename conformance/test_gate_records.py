@@ -72,3 +72,9 @@ def test_recorded_outputs_are_the_cpu_references(slot, seed, key, want):
     if recomputed is None:
         pytest.skip("large cases are recomputed on GPU runs only (CPU CI time)")
     assert recomputed == want
+
+
+def test_each_record_digests_the_files_its_implementation_registered_with(whole_suite):
+    registered_sources = {(i.op, i.name): i.sources for slot in CATALOGUE for i in registered(slot)}
+    for target in in_tree_targets():
+        assert registered_sources[(target.slot, target.impl)] == target.sources

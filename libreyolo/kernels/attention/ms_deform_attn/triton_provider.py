@@ -169,7 +169,8 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
 
 
 _HERE = Path(__file__).resolve().parent
+#: The files this implementation's numbers depend on (its parity records' digest starts here).
+SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py"))
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
-         accepts=accepts,
-         sources=[str(_HERE / "triton_provider.py"), str(_HERE / "triton_kernels.py")])
+         accepts=accepts, sources=SOURCES)
