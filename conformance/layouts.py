@@ -33,7 +33,7 @@ def apply_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
 def _gapped(x: torch.Tensor) -> torch.Tensor:
     shape = tuple(x.shape) if x.dim() else (1,)
     padded = (*shape[:-1], 2 * shape[-1] + 1)
-    base = torch.empty(padded, dtype=x.dtype)
+    base = torch.empty(padded, dtype=x.dtype, device=x.device)
     flat = base.view(-1)
     sentinels = GAP_SENTINELS if x.dtype.is_floating_point else _int_sentinels(x.dtype)
     for i, value in enumerate(sentinels):

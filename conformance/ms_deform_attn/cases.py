@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from conformance.layouts import apply_layout
+
 SHAPE_SET = Path(__file__).resolve().parents[1] / "shapes" / "ms_deform_attn.toml"
 
 SIZES = ("small", "medium", "large")
@@ -69,14 +71,6 @@ def _locations(case: Case, generator: torch.Generator) -> torch.Tensor:
     return (index + offset) / size
 
 
-def _with_nan_gaps(tensor: torch.Tensor) -> torch.Tensor:
-    """The same values as a view with stride 2 in the last dimension; the gaps hold NaN."""
-    padded = torch.full((*tensor.shape[:-1], 2 * tensor.shape[-1]), float("nan"),
-                        dtype=tensor.dtype, device=tensor.device)
-    padded[..., ::2] = tensor
-    return padded[..., ::2]
-
-
 def make_inputs(case: Case, dtype=torch.float32, device="cpu", seed=0):
     """Seeded inputs for ``case``: ``(value, spatial_shapes, sampling_locations, weights)``.
 
@@ -93,7 +87,7 @@ def make_inputs(case: Case, dtype=torch.float32, device="cpu", seed=0):
     weights = logits.softmax(-1).view(*logits.shape[:3], len(case.levels), case.points)
     tensors = [t.to(device=device, dtype=dtype) for t in (value, locations, weights)]
     if not case.contiguous:
-        tensors = [_with_nan_gaps(t) for t in tensors]
+        tensors = [apply_layout(t, "gapped") for t in tensors]
     value, locations, weights = tensors
     shapes = torch.tensor(case.levels, dtype=torch.int64, device=device)
     return value, shapes, locations, weights
