@@ -7,12 +7,11 @@ with or without an installed ``libreyolo``. The conformance suite's options (``-
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conformance.child import run_pytest
 
 ROOT = Path(__file__).resolve().parent
 
@@ -28,12 +27,7 @@ def run_under_interpreter():
 
     def run(*paths: str, timeout: int = 1800) -> None:
         pytest.importorskip("triton", reason="the triton extra is not installed")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-        env["TRITON_INTERPRET"] = "1"
-        result = subprocess.run(
-            [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-        )
+        result = run_pytest(ROOT, *paths, "-q", env={"TRITON_INTERPRET": "1"}, timeout=timeout)
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
     return run

@@ -4,13 +4,11 @@ interpreted and compiled kernels cannot share one), merged into this run's matri
 `interpreter` — which never counts as CUDA conformance."""
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import pytest
 
 from conformance import matrix
+from conformance.child import run_pytest
 from conformance.outcomes import plugin_args
 from conformance.plan import implementations
 
@@ -18,8 +16,7 @@ SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py")
 
 
 def interpreter_command(config, matrix_path) -> list[str]:
-    command = [sys.executable, "-m", "pytest", *SUITE, "--interpreter", "-q", "-p",
-               "no:cacheprovider", "--matrix", str(matrix_path),
+    command = [*SUITE, "--interpreter", "-q", "--matrix", str(matrix_path),
                "--profile", config.getoption("profile"), "--seed", str(config.getoption("seed"))]
     if config.getoption("impl"):
         command += ["--impl", config.getoption("impl")]
@@ -36,10 +33,7 @@ def test_interpreter_matrix(run_options, record_cell, request, tmp_path):
     if not any(implementations(run_options, slot, "interpreter") for slot in CATALOGUE):
         pytest.skip("no implementation is expected to run under the interpreter")
     out = tmp_path / "interpreter.json"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_XDIST", "TRITON_INTERPRET"))}
-    result = subprocess.run(interpreter_command(request.config, out), cwd=request.config.rootpath,
-                            env=env, capture_output=True, text=True)
+    result = run_pytest(request.config.rootpath, *interpreter_command(request.config, out))
     if not out.exists():
         pytest.fail(f"the interpreter run wrote no matrix (exit {result.returncode}):\n"
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

@@ -2,18 +2,17 @@
 off GPU; --slot restricts the matrix."""
 
 import subprocess
-import sys
 
 import pytest
 import torch
 
+from conformance.child import run_pytest
 from conformance.outcomes import plugin_args
 
 
 def collect(config, *options) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pytest", "conformance/test_matrix.py", "--collect-only",
-               "-q", "-p", "no:cacheprovider", *options, *plugin_args(config)]
-    return subprocess.run(command, cwd=config.rootpath, capture_output=True, text=True)
+    return run_pytest(config.rootpath, "conformance/test_matrix.py", "--collect-only", "-q",
+                      *options, *plugin_args(config))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -4,10 +4,10 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 
+from conformance.child import run_pytest
 from conformance.outcomes import plugin_args
 
 EXAMPLE = "examples/libreyolo_example_backend/src"
@@ -16,11 +16,9 @@ SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py")
 
 def run_suite(config, impl: str) -> subprocess.CompletedProcess:
     root = config.rootpath
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["PYTHONPATH"] = os.pathsep.join([str(root / EXAMPLE), env.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider",
-               "-p", "libreyolo_example_backend", "--impl", impl, *plugin_args(config)]
-    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    path = os.pathsep.join([str(root / EXAMPLE), os.environ.get("PYTHONPATH", "")])
+    return run_pytest(root, *SUITE, "-q", "-p", "libreyolo_example_backend", "--impl", impl,
+                      *plugin_args(config), env={"PYTHONPATH": path})
 
 
 @pytest.mark.parametrize("impl, passes", [("example-correct", True), ("example-broken", False)])
