@@ -9,6 +9,8 @@ nothing here runs on the hot path of computed scales.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from libreyolo.capture import host_reads_forbidden
@@ -114,8 +116,14 @@ def check_scale(
         raise ValueError(f"{name} must be on {device} (the input's device), got {scale.device}")
     if host_reads_forbidden():  # a graph has no host to branch on: checked when run eagerly
         return scale
-    bad = ~torch.isfinite(scale) | (scale < 0)
-    if bool(bad.any()):
+    if scale.numel() == 0:
+        return scale
+    # This runs on every call that passes a learned scale, so it is one reduction kernel (not
+    # one per elementwise test): NaN propagates through aminmax, so `low >= 0` fails for NaN,
+    # -inf and negatives, and `high < inf` for +inf; -0.0 passes, as it compares equal to 0.
+    low, high = (bound.item() for bound in torch.aminmax(scale))
+    if not (low >= 0 and high < math.inf):
+        bad = ~torch.isfinite(scale) | (scale < 0)
         raise ValueError(f"{name} must be finite and non-negative, got {_first(scale, bad)}")
     return scale
 

@@ -103,6 +103,33 @@ def test_bad_argument_is_rejected_with_a_message_naming_it(op, args, kwargs, err
         op(*args, **kwargs)
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# A per-channel scale of four values with one bad one, and where the message must point.
+BAD_SCALE_VALUES = [
+    ((0.1, float("-inf"), 0.1, 0.1), "got -inf at index (1,)"),
+    ((0.1, 0.1, 0.1, float("nan")), "got nan at index (3,)"),
+    ((float("inf"), 0.1, 0.1, 0.1), "got inf at index (0,)"),
+    ((0.1, 0.1, -2.0, 0.1), "got -2.0 at index (2,)"),
+    ((float("nan"), -1.0, float("inf"), 0.1), "got nan at index (0,)"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("values, where", BAD_SCALE_VALUES, ids=lambda v: str(v))
+def test_a_bad_scale_value_is_found_on_every_device(device, values, where):
+    x, scale = X.to(device), torch.tensor(values, device=device)
+    message = re.escape(f"scale must be finite and non-negative, {where}")
+    with pytest.raises(ValueError, match=message):
+        fq.fake_quant_int8_per_channel(x, scale)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_negative_zero_the_largest_float_and_no_channels_are_valid_scales(device):
+    scale = torch.tensor([0.0, -0.0, torch.finfo(torch.float32).max, 1e-45], device=device)
+    fq.fake_quant_int8_per_channel(X.to(device), scale)
+    fq.fake_quant_int8_per_channel(torch.ones(0, 3, device=device), torch.ones(0, device=device))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
 def test_scale_on_another_device_is_rejected():
     with pytest.raises(ValueError, match=re.escape("scale must be on cuda:0 (the input's device)")):
