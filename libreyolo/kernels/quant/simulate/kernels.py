@@ -137,7 +137,10 @@ def fake_quant_kernel(
     (row partials, or the NVFP4 tensor amax); callers pass any tensor otherwise. ``SCALE_*``
     describe the grid of NVFP4's block scales (E4M3), unused by the other rules.
     """
-    pid = tl.program_id(0)
+    # Tiles in reverse launch order: the tensor's tail comes first, which is what the producer
+    # of ``x`` (or the amax pass, which reads its chunks in order) touched last and L2 still
+    # holds. Each tile's arithmetic is its own, so the order cannot change a bit.
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
     units = pid * BLOCK_UNITS + tl.arange(0, BLOCK_UNITS)
     lanes = tl.arange(0, UNIT_PAD)
     row = units // units_per_row
