@@ -52,6 +52,8 @@ CONFIGS = (
     ("fp8 e4m3 dynamic", "fake_quant_fp8", None, (), {"fmt": "e4m3"}, 0.60),
     ("int4 grouped g128", "fake_quant_int_grouped", None, (4, 128), {}, 0.80),
     ("nvfp4 weight", "fake_quant_nvfp4_weight", None, (), {}, 0.80),
+    # a calibrated weight: the tensor amax is given, so no amax pass (one launch, one read)
+    ("nvfp4 weight, global_amax given", "fake_quant_nvfp4_weight", "amax", (), {}, 0.80),
     ("nvfp4 dynamic", "fake_quant_nvfp4_dynamic", None, (), {}, 0.60),
     ("mxfp4 weight", "fake_quant_mxfp4_weight", None, (), {}, 0.80),
     ("mxfp4 dynamic", "fake_quant_mxfp4_dynamic", None, (), {}, 0.80),
@@ -99,6 +101,8 @@ def make_arguments(slot, scale_kind, extra, kwargs, shape, gen):
         scale = (x.abs().amax() / 448).reshape(())
     elif scale_kind == "channel":
         scale = x.abs().amax(dim=1) / 127
+    elif scale_kind == "amax":
+        scale = x.abs().amax().reshape(())
     else:
         scale = None
     return (x,) + ((scale,) if scale is not None else ()) + extra, kwargs

@@ -5,8 +5,11 @@ Usage: ``python benchmarks/bench_ms_deform_attn.py OUT.json [--dtype float32] [-
 For each real configuration of the shape set (medium and large cases): check the Triton
 implementation against the float64 portable core on fresh random inputs (bounded contract,
 forward and gradients, plus the backward's run-to-run spread over 20 runs), then time forward and
-forward+backward of both with CUDA events and report medians. Writes the raw numbers as JSON and
-prints a markdown table. Takes about a minute on an H200, most of it Triton compilation.
+forward+backward of both with CUDA events and report medians; the Triton steps are also timed as
+CUDA-graph replays, which take the launch gaps out of the small configurations' sub-0.2 ms times
+(the portable core reads ``spatial_shapes`` on the host, so it cannot be captured). Writes the
+raw numbers as JSON and prints a markdown table. Takes about a minute on an H200, most of it
+Triton compilation.
 """
 
 from __future__ import annotations
@@ -48,6 +51,21 @@ def time_ms(step, iters: int, warmup: int = 5) -> list[float]:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return times
+
+
+def time_graph_ms(step, iters: int, warmup: int = 3) -> list[float]:
+    """Per-replay times of ``step`` captured in a CUDA graph (warmed up on a side stream first,
+    as capture requires), in milliseconds."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return time_ms(graph.replay, iters)
 
 
 def steps(fn, value, shapes, locations, weights):
@@ -105,6 +123,9 @@ def bench_case(case, dtype, iters) -> dict:
         forward, forward_backward = steps(fn, *inputs)
         result[name] = {"forward_ms": time_ms(forward, iters),
                         "forward_backward_ms": time_ms(forward_backward, iters)}
+    forward, forward_backward = steps(ms_deform_attn_triton, *inputs)
+    result["triton"]["graph_forward_ms"] = time_graph_ms(forward, iters)
+    result["triton"]["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
     return result
 
 
@@ -114,13 +135,15 @@ def median(times: list[float]) -> float:
 
 def table(results: list[dict]) -> str:
     rows = ["| case | dtype | portable fwd ms | triton fwd ms | fwd speedup | portable fwd+bwd ms "
-            "| triton fwd+bwd ms | fwd+bwd speedup |", "|---|---|---|---|---|---|---|---|"]
+            "| triton fwd+bwd ms | fwd+bwd speedup | triton graph fwd / fwd+bwd ms |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         p, t = r["portable"], r["triton"]
         pf, tf = median(p["forward_ms"]), median(t["forward_ms"])
         pb, tb = median(p["forward_backward_ms"]), median(t["forward_backward_ms"])
+        gf, gb = median(t["graph_forward_ms"]), median(t["graph_forward_backward_ms"])
         rows.append(f"| {r['case']} | {r['dtype']} | {pf:.3f} | {tf:.3f} | {pf / tf:.1f}x "
-                    f"| {pb:.3f} | {tb:.3f} | {pb / tb:.1f}x |")
+                    f"| {pb:.3f} | {tb:.3f} | {pb / tb:.1f}x | {gf:.3f} / {gb:.3f} |")
     return "\n".join(rows)
 
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# One device call on the H200: environment, GPU tests, the GPU conformance matrix with parity
-# records, and the benchmarks. Everything lands under $OUT (logs and JSON packed in one tarball,
-# since a call returns at most 8 files); a short table is printed last.
+# One device call on the H200: environment, the GPU conformance matrix with parity records, GPU
+# tests, and the benchmarks. Everything lands under $OUT (logs packed in one tarball, since a call
+# returns at most 8 files); a short table is printed last.
 #
-# Usage: OUT=/tmp/out [SLOTS=a,b] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env tests matrix bench-fq bench-msda   (default: all, in that order)
-#   SLOTS restricts the matrix to those slots (--slot), so the record run can be split across
-#   device calls of 10 minutes each; each slot's records stay complete.
+# Usage: OUT=/tmp/out [SLOT_GROUPS='a,b;c'] [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
+#   stages: env matrix tests bench-fq bench-msda   (default: all, in that order)
+#   SLOT_GROUPS: the matrix runs once per ';'-separated group of slots (--slot), one after the other,
+#     so each group's records are complete when it ends, whatever happens to the next one
+#     (default: every slot in one run).
+#   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
+#     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
+#     and records written so far always come back.
 # The device copy has no .git of this repository, and records need one (commit + dirty flag):
 #   here:   rm -rf .gitsnap && cp -r .git .gitsnap     (.gitsnap is in .git/info/exclude)
 #   there:  rm -rf .git && cp -r .gitsnap .git && OUT=$OUT bash benchmarks/gpu_run.sh ...
@@ -15,19 +19,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/libreyolo-gpu}
 LOGS="$OUT/logs"
+BUDGET=${BUDGET:-570}
 mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(env tests matrix bench-fq bench-msda)
+[ ${#stages[@]} -eq 0 ] && stages=(env matrix tests bench-fq bench-msda)
 summary=()
 
-run() {  # run NAME TIMEOUT CMD...: log to $LOGS/NAME.log, remember the exit status
+run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
     local name=$1 limit=$2; shift 2
+    local left=$((BUDGET - SECONDS - 10))
+    ((left < limit)) && limit=$left
+    if ((limit < 30)); then
+        summary+=("$(printf '%-24s skipped: %ss of the budget left' "$name" "$left")")
+        return
+    fi
     local start=$SECONDS
     timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
     local rc=$?
-    summary+=("$(printf '%-12s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
+    summary+=("$(printf '%-24s rc=%-3s %4ss (limit %ss)' "$name" "$rc" "$((SECONDS - start))" "$limit")")
     tail -n 25 "$LOGS/$name.log"
 }
 
@@ -37,15 +48,21 @@ for stage in "${stages[@]}"; do
         run env 60 bash -c 'git log -1 --oneline; git status --short; nvidia-smi; python3 -c "import sys, torch, triton; \
 print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__); \
 print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
-    tests)
-        run tests 300 python3 -m pytest tests -q -n 8 -p no:cacheprovider ;;
     matrix)
-        # the gate's own command (conformance/gate.py RECORD_COMMAND), on 14 of the 16 cores
-        run matrix 450 python3 -m pytest conformance -q -n 15 --dist worksteal -p no:cacheprovider \
-            --gpu --record \
-            --profile thorough --impl triton ${SLOTS:+--slot "$SLOTS"} \
-            --matrix "$OUT/matrix_gpu.json"
-        tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
+        # the gate's own command (conformance/gate.py RECORD_COMMAND), on 15 of the 16 cores
+        IFS=';' read -ra groups <<<"${SLOT_GROUPS:-}"
+        [ ${#groups[@]} -eq 0 ] && groups=("")
+        for i in "${!groups[@]}"; do
+            group=${groups[$i]}
+            run "matrix-$i" 560 python3 -m pytest conformance -q -n 15 --dist worksteal \
+                -p no:cacheprovider --gpu --record --profile thorough --impl triton \
+                ${group:+--slot "$group"} --matrix "$LOGS/matrix_gpu_$i.json"
+            tar czf "$OUT/records.tgz" conformance/records 2>/dev/null
+        done ;;
+    tests)
+        # the tests that need the GPU (the interpreter's run on CPU, in CI)
+        run tests 200 python3 -m pytest -q -n 8 -p no:cacheprovider \
+            tests/attention/test_triton_cuda.py tests/quant tests/kernels/quant/test_triton_provider.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-msda)
