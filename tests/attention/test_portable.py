@@ -36,6 +36,21 @@ def test_spatial_shapes_may_be_pairs_of_ints():
         ms_deform_attn_portable(value, shapes, locations, weights), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_half_precision_on_cpu_stays_finite_and_near_float64(batch, dtype):
+    """With batch 1 and one level, a level is a strided view of ``value``; torch's CPU
+    grid_sample read such views wrongly in float16/bfloat16 (NaN, found by the H200 record run
+    on the RF-DETR-s-like case), so the core hands it contiguous levels."""
+    case = Case("one_level", "RF-DETR-s-like", "medium", batch, ((24, 24),), 16, 16, 2, 300)
+    value, shapes, locations, weights = make_inputs(case, dtype=dtype, seed=0)
+    out = ms_deform_attn_portable(value, shapes, locations, weights)
+    oracle = ms_deform_attn_portable(value.double(), shapes, locations.double(), weights.double())
+    assert torch.isfinite(out).all()
+    # CPU grid_sample computes in the input dtype, locations included (bfloat16: 8 bits)
+    assert (out.double() - oracle).abs().max() < (0.1 if dtype == torch.float16 else 1.0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_returns_the_input_dtype(dtype):
     out = ms_deform_attn_portable(*make_inputs(SMALL_CASES[0], dtype=dtype))

@@ -166,12 +166,15 @@ def _attend(value, shapes, points, sampling_locations, attention_weights, method
     batch, _, heads, channels = value.shape
     len_q = sampling_locations.shape[1]
     sample = _SAMPLERS[method]
-    # (batch, len_in, heads, C) -> per level (batch * heads, C, H, W)
+    # (batch, len_in, heads, C) -> per level (batch * heads, C, H, W), contiguous: with batch 1
+    # and one level the reshape below is a strided view, which torch's CPU grid_sample reads
+    # wrongly in float16 and bfloat16 (NaN; torch 2.11 and 2.13)
     levels = value.split([h * w for h, w in shapes], dim=1)
     # (batch, len_q, heads, points, 2) -> (batch * heads, len_q, points, 2)
     locations = sampling_locations.transpose(1, 2).flatten(0, 1).split(points, dim=2)
     sampled = torch.cat([
-        sample(level.permute(0, 2, 3, 1).reshape(batch * heads, channels, h, w), loc)
+        sample(level.permute(0, 2, 3, 1).reshape(batch * heads, channels, h, w).contiguous(),
+               loc)
         for level, (h, w), loc in zip(levels, shapes, locations, strict=True)
     ], dim=3)
     weights = attention_weights.transpose(1, 2).reshape(batch * heads, 1, len_q, sum(points))
