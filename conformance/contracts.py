@@ -9,6 +9,7 @@ oracle at most k x the portable path's own error plus a floor.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -123,7 +124,10 @@ def check_bounded(verdict: Verdict, contract: Contract, names: list[str], candid
         bound = bounded_limit(port_err, _max_abs(orc), eps, contract.k, contract.floor)
         verdict.measurements[name] = {"max_abs_err": err, "portable_err": port_err,
                                       "k": contract.k, "floor": floor, "bound": bound}
-        if not err <= bound:
+        if not math.isfinite(bound):
+            verdict.fail("bounded", f"{name}: the bound is undefined: the portable path's error "
+                                    f"is {port_err} (its result is not finite)")
+        elif not err <= bound:
             verdict.fail("bounded", f"{name}: error {err:.3e} > {contract.k} x portable error "
                                     f"{port_err:.3e} + floor {floor:.3e}")
 

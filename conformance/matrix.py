@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,11 +38,24 @@ class Cell:
         return (self.slot, self.impl, self.mode, self.dtype, self.case, self.origin)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, allow_nan=False, default=str)
+        return json.dumps(json_safe(asdict(self)), sort_keys=True, allow_nan=False, default=str)
 
     @classmethod
     def from_dict(cls, data: dict) -> Cell:
         return cls(**data)
+
+
+def json_safe(data):
+    """``data`` with every NaN or infinite float written as the string ``"nan"``, ``"inf"`` or
+    ``"-inf"``: JSON has no such numbers, and a non-finite measurement is a result to keep (the
+    cell that holds it has failed), not a reason to lose the cell."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return "nan" if math.isnan(data) else ("inf" if data > 0 else "-inf")
+    if isinstance(data, dict):
+        return {key: json_safe(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [json_safe(value) for value in data]
+    return data
 
 
 def merge(*groups) -> list[Cell]:

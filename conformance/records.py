@@ -8,13 +8,14 @@ implementation finished, so one implementation's record survives another's time-
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
 
 from conformance import provenance
 from conformance.catalogue import CATALOGUE
-from conformance.matrix import Cell
+from conformance.matrix import Cell, json_safe
 
 RECORDS_DIR = Path(__file__).parent / "records"
 RECORD_PROFILE = "thorough"
@@ -25,15 +26,24 @@ def record_path(slot: str, impl: str, directory: Path = RECORDS_DIR) -> Path:
     return directory / f"{slot}--{impl}.json"
 
 
+def _number(value) -> float:
+    """A measurement as a float (cells' JSON writes non-finite ones as strings); NaN ranks as
+    infinity, so a worst case never hides it."""
+    number = float(value)
+    return math.inf if math.isnan(number) else number
+
+
 def _measured(cell: Cell):
     """(name, value) of every measurement worth a worst case: exact cells' mismatch counts and
-    errors, and each bounded quantity's error as a fraction of its bound."""
+    errors, and each bounded quantity's error as a fraction of its bound (infinite where the
+    error or the bound is not finite)."""
     for key in ("mismatches", "max_ulp", "max_abs_err", "grad_mismatches"):
         if cell.measurements.get(key) is not None:
-            yield key, cell.measurements[key]
+            yield key, _number(cell.measurements[key])
     for name, value in cell.measurements.items():
         if isinstance(value, dict) and value.get("bound"):
-            yield f"{name}_error_over_bound", value["max_abs_err"] / value["bound"]
+            error, bound = _number(value["max_abs_err"]), _number(value["bound"])
+            yield f"{name}_error_over_bound", error / bound if math.isfinite(bound) else math.inf
 
 
 def _worst(cells: list[Cell]) -> dict:
@@ -77,7 +87,8 @@ def _digest_paths(source: dict) -> list[Path]:
 def write(record: dict, directory: Path = RECORDS_DIR) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = record_path(record["slot"], record["impl"], directory)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(json_safe(record), indent=1, sort_keys=True, allow_nan=False)
+                    + "\n")
     return path
 
 
