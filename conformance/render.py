@@ -1,5 +1,6 @@
 """Markdown for people: `python -m conformance.render MATRIX.json` renders a saved matrix;
-`python -m conformance.render --catalogue` prints the slot table docs/conformance.md carries."""
+`--catalogue` prints the slot table docs/conformance.md carries, `--records` its table of the
+committed parity records."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import argparse
 import sys
 
 from conformance import matrix
+
+
+def generated_block(text: str, marker: str) -> str:
+    """What a doc page holds between ``<!-- marker -->`` and ``<!-- /marker -->``: the tables
+    this module generates, which tests compare with what it generates now."""
+    return text.split(f"<!-- {marker} -->\n")[1].split(f"<!-- /{marker} -->")[0]
 
 
 def catalogue_table() -> str:
@@ -24,15 +31,50 @@ def catalogue_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def records_table() -> str:
+    """One row per in-tree implementation and slot: what its committed record says, or that it
+    awaits one (docs/conformance.md carries this table; a test keeps it current)."""
+    from conformance import gate, records
+
+    rows = ["| slot | impl | record | cells passed (cuda / cuda-graph) | worst | commit | GPU "
+            "| torch / triton | written |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for target in gate.in_tree_targets():
+        record = records.load(target.slot, target.impl)
+        if record is None:
+            rows.append(f"| `{target.slot}` | {target.impl} | **awaiting** | | | | | | |")
+            continue
+        modes = record["counts"]["mode"]
+        passed = " / ".join(str(modes.get(f"{m}/pass", 0)) for m in ("cuda", "cuda-graph"))
+        states = record["counts"]["state"]
+        verdict = "green" if set(states) == {"pass"} else ", ".join(
+            f"{n} {s}" for s, n in sorted(states.items()))
+        worst = max(((v["value"], k.removesuffix("_error_over_bound"))
+                     for k, v in record["worst"].items() if k.endswith("_error_over_bound")),
+                    default=None)
+        shown = (f"{worst[0]:.2f} of the bound ({worst[1]})" if worst
+                 else "bits equal" if not record["worst"] else "see record")
+        machine = record["machine"]
+        rows.append(f"| `{target.slot}` | {target.impl} | {verdict} ({record['profile']}) "
+                    f"| {passed} | {shown} | {record['git']['commit'][:7]} "
+                    f"| {machine.get('gpu')} (sm {machine.get('compute_capability')}) "
+                    f"| {machine['torch']} / {machine['triton']} | {record['written'][:10]} |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.render", description=__doc__)
     parser.add_argument("matrix", nargs="?", help="a JSON file written by `--matrix PATH`")
     parser.add_argument("--catalogue", action="store_true", help="print the slot table")
+    parser.add_argument("--records", action="store_true",
+                        help="print the table of committed parity records")
     args = parser.parse_args(argv)
-    if args.catalogue == bool(args.matrix):
-        parser.error("give either a MATRIX.json or --catalogue")
+    if args.catalogue + args.records + bool(args.matrix) != 1:
+        parser.error("give one of MATRIX.json, --catalogue or --records")
     if args.catalogue:
         sys.stdout.write(catalogue_table())
+    elif args.records:
+        sys.stdout.write(records_table())
     else:
         cells, meta = matrix.read(args.matrix)
         sys.stdout.write(matrix.render_markdown(cells, meta))

@@ -7,7 +7,7 @@ import pytest
 
 from conformance import shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.render import catalogue_table
+from conformance.render import catalogue_table, generated_block
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 
@@ -40,6 +40,5 @@ def test_a_malformed_shape_set_is_refused_with_its_reason(tmp_path, text, error)
 
 
 def test_the_docs_slot_table_is_generated_from_the_catalogue():
-    text = DOCS.read_text()
-    table = text.split("<!-- catalogue-table -->\n")[1].split("<!-- /catalogue-table -->")[0]
+    table = generated_block(DOCS.read_text(), "catalogue-table")
     assert table == catalogue_table(), "regenerate: python -m conformance.render --catalogue"

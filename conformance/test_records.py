@@ -95,3 +95,13 @@ def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
              for i, err in enumerate((1e-6, 3e-6))]
     worst = records._worst(cells)["output_error_over_bound"]
     assert worst == {"value": 0.75, "cell": "cuda float32 c1@contiguous"}
+
+
+def test_the_docs_records_table_is_generated_from_the_committed_records():
+    from pathlib import Path
+
+    from conformance.render import generated_block, records_table
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+    table = generated_block(docs.read_text(), "records-table")
+    assert table == records_table(), "regenerate: python -m conformance.render --records"
