@@ -4,7 +4,7 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [SLOT_GROUPS='a,b;c'] [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env matrix tests bench-fq bench-msda   (default: all, in that order)
+#   stages: env matrix bench-fq bench-msda tests   (default: all, in that order)
 #   SLOT_GROUPS: the matrix runs once per ';'-separated group of slots (--slot), one after the other,
 #     so each group's records are complete when it ends, whatever happens to the next one
 #     (default: every slot in one run).
@@ -24,7 +24,8 @@ mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(env matrix tests bench-fq bench-msda)
+# the benchmarks before the tests: they time a quiet machine
+[ ${#stages[@]} -eq 0 ] && stages=(env matrix bench-fq bench-msda tests)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -36,9 +37,17 @@ run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what B
         return
     fi
     local start=$SECONDS
-    timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    # its own session, so nothing it started (pytest-xdist workers after a time-out) outlives
+    # the stage and loads the CPU or the GPU under the next one: survivors are counted and killed
+    setsid timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1 &
+    local pid=$!
+    wait "$pid"
     local rc=$?
-    summary+=("$(printf '%-24s rc=%-3s %4ss (limit %ss)' "$name" "$rc" "$((SECONDS - start))" "$limit")")
+    local survivors
+    survivors=$(pgrep -c -s "$pid")
+    kill -9 -- "-$pid" 2>/dev/null
+    summary+=("$(printf '%-24s rc=%-3s %4ss (limit %ss), %s left running' "$name" "$rc" \
+        "$((SECONDS - start))" "$limit" "$survivors")")
     tail -n 25 "$LOGS/$name.log"
 }
 
@@ -61,7 +70,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         done ;;
     tests)
         # the tests that need the GPU (the interpreter's run on CPU, in CI)
-        run tests 200 python3 -m pytest -q -n 8 -p no:cacheprovider \
+        # -v: the log names every finished test, so one that hangs is the one missing
+        run tests 300 python3 -m pytest -v --durations=30 -n 8 -p no:cacheprovider \
             tests/attention/test_triton_cuda.py tests/quant tests/kernels/quant/test_triton_provider.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
