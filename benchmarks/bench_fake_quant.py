@@ -1,6 +1,6 @@
 """Benchmark the Triton fake-quant kernels against a device copy and the reference (H200).
 
-    python benchmarks/bench_fake_quant.py RESULTS.json [--repeats 20]
+    python benchmarks/bench_fake_quant.py RESULTS.json [--repeats 100]
 
 For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 weight:
 1. verifies the kernel's bits against the reference on fresh random data (a failure is recorded
@@ -8,7 +8,8 @@ For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 
 2. counts kernel launches per call with torch.profiler: of the kernel path alone, and of the
    whole slot call (the shared validators launch small kernels on user-given scales);
 3. times the kernel, a same-size device copy and the reference with CUDA events, median of
-   ``--repeats`` runs (the reference: fewer), with L2 flushed before every run;
+   ``--repeats`` runs (the reference: fewer), with L2 flushed before every run, and the
+   kernel's quartiles kept, so a row disturbed by something else on the machine shows;
 4. reports time, achieved bandwidth (bytes read + written, formula in ``bytes_moved``), the
    ratio to the copy's bandwidth, and the speedup over the reference.
 Raw results go to the JSON path; a markdown table goes to stdout.
@@ -71,6 +72,7 @@ class Row:
     launches_kernel_path: int
     launches_slot_call: int
     kernel_ms: float
+    kernel_ms_quartiles: tuple[float, float, float]
     copy_ms: float
     reference_ms: float
     bytes_moved: int
@@ -108,7 +110,7 @@ def make_arguments(slot, scale_kind, extra, kwargs, shape, gen):
     return (x,) + ((scale,) if scale is not None else ()) + extra, kwargs
 
 
-def median_ms(fn, repeats: int, flush: torch.Tensor) -> float:
+def times_ms(fn, repeats: int, flush: torch.Tensor) -> list[float]:
     times = []
     for _ in range(repeats):
         flush.zero_()
@@ -118,7 +120,11 @@ def median_ms(fn, repeats: int, flush: torch.Tensor) -> float:
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def median_ms(fn, repeats: int, flush: torch.Tensor) -> float:
+    return statistics.median(times_ms(fn, repeats, flush))
 
 
 def count_launches(fn) -> int:
@@ -146,7 +152,8 @@ def measure(config, size: str, repeats: int, flush: torch.Tensor, gen) -> Row:
     got = launch.run(plan)
     equal = bool(torch.equal(bits(got), bits(want)))
     del got, want
-    kernel = median_ms(lambda: launch.run(plan), repeats, flush)
+    quartiles = tuple(statistics.quantiles(times_ms(lambda: launch.run(plan), repeats, flush), n=4))
+    kernel = quartiles[1]
     x = args[0]
     copy_dst = torch.empty_like(x)
     copy = median_ms(lambda: copy_dst.copy_(x), repeats, flush)
@@ -159,8 +166,8 @@ def measure(config, size: str, repeats: int, flush: torch.Tensor, gen) -> Row:
         label, size, equal,
         count_launches(lambda: launch.run(plan)),
         count_launches(lambda: slot_call(*args, **kwargs)),
-        kernel, copy, ref, moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, target,
-        ref / kernel,
+        kernel, quartiles, copy, ref, moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s,
+        target, ref / kernel,
     )
 
 
@@ -198,7 +205,7 @@ def table(rows: list[Row]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="path of the raw JSON results")
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     options = parser.parse_args()
     if not torch.cuda.is_available():
