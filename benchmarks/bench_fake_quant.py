@@ -1,6 +1,6 @@
 """Benchmark the Triton fake-quant kernels against a device copy and the reference (H200).
 
-    python benchmarks/bench_fake_quant.py RESULTS.json [--repeats 100]
+    python benchmarks/bench_fake_quant.py RESULTS.json [--repeats 100] [--rounds 3]
 
 For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 weight:
 1. verifies the kernel's bits against the reference on fresh random data (a failure is recorded
@@ -9,7 +9,9 @@ For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 
    whole slot call (the shared validators launch small kernels on user-given scales);
 3. times the kernel, a same-size device copy and the reference with CUDA events, median of
    ``--repeats`` runs (the reference: fewer), with L2 flushed before every run, and the
-   kernel's quartiles kept, so a row disturbed by something else on the machine shows;
+   kernel's quartiles kept, so a row disturbed by something else on the machine shows; the whole
+   sweep runs ``--rounds`` times and each row reports the round with the median kernel time,
+   with every round's median beside it (one round's medians moved by up to 20% between calls);
 4. reports time, achieved bandwidth (bytes read + written, formula in ``bytes_moved``), the
    ratio to the copy's bandwidth, and the speedup over the reference.
 Raw results go to the JSON path; a markdown table goes to stdout.
@@ -73,6 +75,7 @@ class Row:
     launches_slot_call: int
     kernel_ms: float
     kernel_ms_quartiles: tuple[float, float, float]
+    kernel_ms_rounds: list[float]
     copy_ms: float
     reference_ms: float
     bytes_moved: int
@@ -166,8 +169,8 @@ def measure(config, size: str, repeats: int, flush: torch.Tensor, gen) -> Row:
         label, size, equal,
         count_launches(lambda: launch.run(plan)),
         count_launches(lambda: slot_call(*args, **kwargs)),
-        kernel, quartiles, copy, ref, moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s,
-        target, ref / kernel,
+        kernel, quartiles, [kernel], copy, ref, moved, kernel_tb_s, copy_tb_s,
+        kernel_tb_s / copy_tb_s, target, ref / kernel,
     )
 
 
@@ -185,17 +188,26 @@ def environment() -> dict:
     }
 
 
+def median_round(rounds: list[Row]) -> Row:
+    """The round whose kernel time is the median, carrying every round's kernel median."""
+    chosen = sorted(rounds, key=lambda r: r.kernel_ms)[len(rounds) // 2]
+    chosen.kernel_ms_rounds = [r.kernel_ms for r in rounds]
+    chosen.bits_equal = all(r.bits_equal for r in rounds)
+    return chosen
+
+
 def table(rows: list[Row]) -> str:
     lines = [
-        "| config | size | bits | launches (kernel/slot) | ms | TB/s | copy TB/s | of copy "
-        "| target | vs reference |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| config | size | bits | launches (kernel/slot) | ms | rounds ms | TB/s | copy TB/s "
+        "| of copy | target | vs reference |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         met = r.fraction_of_copy >= r.target_fraction and r.speedup >= SPEEDUP_TARGET
         lines.append(
             f"| {r.config} | {r.size} | {'equal' if r.bits_equal else '**DIFFER**'} "
             f"| {r.launches_kernel_path}/{r.launches_slot_call} | {r.kernel_ms:.3f} "
+            f"| {min(r.kernel_ms_rounds):.3f}-{max(r.kernel_ms_rounds):.3f} "
             f"| {r.kernel_tb_s:.2f} | {r.copy_tb_s:.2f} | {r.fraction_of_copy:.0%} "
             f"| {r.target_fraction:.0%} {'met' if met else '**missed**'} | {r.speedup:.1f}x |"
         )
@@ -206,13 +218,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="path of the raw JSON results")
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     options = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_fake_quant.py needs a CUDA device")
     gen = torch.Generator(device="cuda").manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    rows = [measure(c, s, options.repeats, flush, gen) for s in options.sizes for c in CONFIGS]
+    keys = [(c, s) for s in options.sizes for c in CONFIGS]
+    rounds = [[measure(c, s, options.repeats, flush, gen) for c, s in keys]
+              for _ in range(options.rounds)]
+    rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     with open(options.out, "w") as f:
         json.dump({"environment": environment(), "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(table(rows))
