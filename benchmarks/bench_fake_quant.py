@@ -44,6 +44,7 @@ from libreyolo.quant import fake_quant as reference
 SIZES = {"256M": (65536, 4096), "4096x4096": (4096, 4096)}
 L2_FLUSH_BYTES = 256 * 2**20  # several times the H200's 50 MB L2
 REFERENCE_REPEATS = 3
+LAUNCH_LEAD_CYCLES = 1_000_000  # about 0.5 ms at the H200's 1.98 GHz boost clock
 
 # (label, slot, scale kind, extra args, kwargs, target fraction of the copy's bandwidth)
 CONFIGS = (
@@ -117,6 +118,10 @@ def times_ms(fn, repeats: int, flush: torch.Tensor) -> list[float]:
     times = []
     for _ in range(repeats):
         flush.zero_()
+        # the GPU waits here while Python enqueues fn, so the events time the GPU's work and not
+        # the host's launch latency (which, on a cold machine, exceeded the flush and inflated a
+        # 4096x4096 row from 0.038 to 0.07-0.1 ms while the copy, a cheaper launch, stayed put)
+        torch.cuda._sleep(LAUNCH_LEAD_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
