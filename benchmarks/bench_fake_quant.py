@@ -8,7 +8,8 @@ For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 
 2. counts kernel launches per call with torch.profiler: of the kernel path alone, and of the
    whole slot call (the shared validators launch small kernels on user-given scales);
 3. times the kernel, a same-size device copy and the reference with CUDA events, median of
-   ``--repeats`` runs (the reference: fewer), with L2 flushed before every run, and the
+   ``--repeats`` runs (the reference: fewer), with L2 flushed before every run and a GPU sleep
+   that covers the host's launch latency (so the events time the GPU's work), and the
    kernel's quartiles kept, so a row disturbed by something else on the machine shows; the whole
    sweep runs ``--rounds`` times and each row reports the round with the median kernel time,
    with every round's median beside it (one round's medians moved by up to 20% between calls);
