@@ -1,5 +1,7 @@
 """Records: written per implementation once all its tests reported, with what the gate checks."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -7,9 +9,11 @@ from conformance import records
 from conformance.catalogue import slot
 from conformance.cells import CellPlan, input_seed, run_cell
 from conformance.recorder import Recorder, slot_impl
+from conformance.render import generated_block, records_table
 from conformance.shapesets import load
 
 NODE = "conformance/test_matrix.py::test_cell[fake_quant_fp8:triton:cuda:{}]"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 IDS = [NODE.format("float32:a@contiguous"), NODE.format("float16:a@contiguous")]
 
 
@@ -98,10 +102,5 @@ def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
 
 
 def test_the_docs_records_table_is_generated_from_the_committed_records():
-    from pathlib import Path
-
-    from conformance.render import generated_block, records_table
-
-    docs = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
-    table = generated_block(docs.read_text(), "records-table")
+    table = generated_block(DOCS.read_text(), "records-table")
     assert table == records_table(), "regenerate: python -m conformance.render --records"
