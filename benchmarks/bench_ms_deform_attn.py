@@ -6,10 +6,10 @@ For each real configuration of the shape set (medium and large cases): check the
 implementation against the float64 portable core on fresh random inputs (bounded contract,
 forward and gradients, plus the backward's run-to-run spread over 20 runs), then time forward and
 forward+backward of both with CUDA events and report medians; the Triton steps are also timed as
-CUDA-graph replays, which take the launch gaps out of the small configurations' sub-0.2 ms times
-(the portable core reads ``spatial_shapes`` on the host, so it cannot be captured). Writes the
-raw numbers as JSON and prints a markdown table. Takes about a minute on an H200, most of it
-Triton compilation.
+CUDA-graph replays, which leave only the GPU's work (the small configurations' eager times are
+mostly host time, docs/performance.md; the portable core reads ``spatial_shapes`` on the host,
+so it cannot be captured). Writes the raw numbers as JSON and prints a markdown table. Takes
+about a minute on an H200, most of it Triton compilation.
 """
 
 from __future__ import annotations
