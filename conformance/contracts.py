@@ -122,7 +122,10 @@ def check_bounded(verdict: Verdict, contract: Contract, names: list[str], candid
         port_err = _max_abs(port.double() - orc)
         floor = contract.floor * eps * _max_abs(orc)
         bound = bounded_limit(port_err, _max_abs(orc), eps, contract.k, contract.floor)
+        # the reference side (oracle digest and max, portable error) is what a record's reader
+        # re-derives on CPU; the candidate's error is the GPU's word alone
         verdict.measurements[name] = {"max_abs_err": err, "portable_err": port_err,
+                                      "oracle_max": _max_abs(orc), "oracle_digest": digest(orc),
                                       "k": contract.k, "floor": floor, "bound": bound}
         if not math.isfinite(bound):
             verdict.fail("bounded", f"{name}: the bound is undefined: the portable path's error "

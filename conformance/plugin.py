@@ -210,7 +210,7 @@ class Collector:
             self.cells.extend(cells)
         ended = report.when == "call" or (report.when == "setup" and not report.passed)
         if self.recorder is not None and ended:
-            self.recorder.report(report.nodeid, cells)
+            self.recorder.report(report.nodeid, cells, report.duration)
 
     def pytest_sessionfinish(self, session):
         path = self.config.getoption("matrix")

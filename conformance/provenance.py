@@ -1,15 +1,22 @@
 """What a parity verdict depends on, as a digest, and where it was produced (git, GPU, versions).
 
 The source digest covers the implementation's declared files and, transitively, every module of
-this repository (`libreyolo`, `conformance`) they import; the slot's reference and catalogue
-module with theirs (the input generators included); the cell runner and contracts; the
-catalogue entry's contract and expectations; and the shape set. Change any of them and the
-record no longer matches.
+this repository (`libreyolo`, `conformance`) they import, with the `__init__` module of every
+package on the way (importing a module runs them); the slot's reference and catalogue module
+with theirs (the input generators included); the cell runner and contracts; the catalogue
+entry's contract and expectations; and the shape set. Change any of them and the record no
+longer matches.
+
+What cannot change behaviour does not count: a Python file is hashed through its syntax tree
+with docstrings dropped (comments and formatting never reach the tree), written out by
+`_canonical` so that Python 3.11, 3.12 and 3.13 give the same hash (records are made on the GPU
+machine's Python and checked on CI's). Data files count by their bytes.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import json
@@ -72,8 +79,20 @@ def _imports(path: Path) -> set[Path]:
     return found
 
 
+def _packages(path: Path) -> set[Path]:
+    """The `__init__.py` of every in-repository package above `path`: importing it runs them."""
+    found = set()
+    for parent in path.parents:
+        if parent == ROOT or ROOT not in parent.parents:
+            break
+        if (init := parent / "__init__.py").is_file():
+            found.add(init)
+    return found
+
+
 def import_closure(files) -> list[Path]:
-    """`files` and every in-repository module they import, transitively, sorted."""
+    """`files`, every in-repository module they import and the packages above each, transitively,
+    sorted."""
     seen: set[Path] = set()
     todo = [Path(f).resolve() for f in files]
     while todo:
@@ -82,8 +101,48 @@ def import_closure(files) -> list[Path]:
             continue
         seen.add(path)
         if path.suffix == ".py" and ROOT in path.parents:
-            todo.extend(_imports(path) - seen)
+            todo.extend((_imports(path) | _packages(path)) - seen)
     return sorted(seen)
+
+
+def _body_without_docstring(body: list) -> list:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+_DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Fields that say nothing about behaviour (`kind`: the `u` prefix of a string literal) or that
+#: newer Pythons add empty to every node of a kind (`type_params`, 3.12): skipped when empty.
+_IGNORED_FIELDS = frozenset({"kind", "type_comment"})
+
+
+def _canonical(node):
+    """A syntax tree as nested lists of node names, fields and literal values: no positions, no
+    docstrings, no empty or None fields, literals written with their type and repr."""
+    if isinstance(node, ast.AST):
+        fields = []
+        for name, value in ast.iter_fields(node):
+            if name == "body" and isinstance(node, _DOCUMENTED):
+                value = _body_without_docstring(value)
+            if value is None or value == [] or name in _IGNORED_FIELDS:
+                continue
+            fields.append([name, _canonical(value)])
+        return [type(node).__name__, fields]
+    if isinstance(node, list):
+        return [_canonical(value) for value in node]
+    return f"{type(node).__name__}:{node!r}"
+
+
+def content_hash(name: str, data: bytes) -> str:
+    """sha256 of what in file `name` can change behaviour: a Python source's canonical syntax
+    tree (so comments, docstrings and formatting do not count), any other file's bytes."""
+    if name.endswith(".py"):
+        tree = ast.parse(data.decode(), name)
+        data = json.dumps(_canonical(tree), separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _origin(module_and_attr: str) -> Path:
@@ -106,15 +165,21 @@ def catalogue_entry(spec: SlotSpec, impl: str) -> dict:
             "dtypes": [str(d) for d in spec.dtypes], "layouts": list(spec.layouts)}
 
 
+def combined_digest(files: dict, entry: dict) -> str:
+    """The one digest of per-file hashes and a catalogue entry (what a record's is made of)."""
+    return hashlib.sha256(json.dumps({"files": files, "entry": entry},
+                                     sort_keys=True).encode()).hexdigest()
+
+
 def source_digest(spec: SlotSpec, impl: str, impl_sources) -> dict:
-    """{"digest": sha256, "files": {relative path: sha256}} for one implementation of a slot."""
+    """{"digest": sha256, "files": {relative path: content hash}, "entry": catalogue entry} for
+    one implementation of a slot."""
     files = {}
     for path in digest_files(spec, impl_sources):
         shown = str(path.relative_to(ROOT)) if ROOT in path.parents else str(path)
-        files[shown] = hashlib.sha256(path.read_bytes()).hexdigest()
-    h = hashlib.sha256(json.dumps({"files": files, "entry": catalogue_entry(spec, impl)},
-                                  sort_keys=True).encode())
-    return {"digest": h.hexdigest(), "files": files}
+        files[shown] = content_hash(path.name, path.read_bytes())
+    entry = catalogue_entry(spec, impl)
+    return {"digest": combined_digest(files, entry), "files": files, "entry": entry}
 
 
 def _git(*args: str) -> str | None:
@@ -124,6 +189,24 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def in_history(commit: str) -> bool:
+    """`commit` is a commit of this repository and an ancestor of (or equal to) HEAD."""
+    if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return False
+    return _git("merge-base", "--is-ancestor", commit, "HEAD") is not None
+
+
+@functools.cache
+def file_at(commit: str, path: str) -> bytes | None:
+    """The bytes of `path` (relative to the repository root) at `commit`; None if absent."""
+    try:
+        done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT,
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def git_state(files) -> dict:

@@ -26,6 +26,7 @@ class Recorder:
         self.pending: dict[tuple, set] = {}
         self.cells: dict[tuple, list[Cell]] = defaultdict(list)
         self.tests: dict[tuple, int] = {}
+        self.seconds: dict[tuple, float] = defaultdict(float)
         self.started = time.perf_counter()
         self.written: list[str] = []
         self.failed: list[str] = []
@@ -40,11 +41,13 @@ class Recorder:
                 self.pending.setdefault(key, set()).add(nodeid)
         self.tests = {key: len(ids) for key, ids in self.pending.items()}
 
-    def report(self, nodeid: str, cells: list[Cell]) -> None:
+    def report(self, nodeid: str, cells: list[Cell], seconds: float = 0.0) -> None:
+        """One finished test of a recorded implementation, its cells and how long it ran."""
         key = slot_impl(nodeid)
         if key not in self.pending:
             return
         self.cells[key].extend(cells)
+        self.seconds[key] += seconds
         self.pending[key].discard(nodeid)
         if not self.pending[key]:
             del self.pending[key]
@@ -52,7 +55,8 @@ class Recorder:
                 record = records.build(
                     *key, self.targets[key].sources, self.cells[key],
                     expected_tests=self.tests[key], profile=self.profile, seed=self.seed,
-                    wall_seconds=time.perf_counter() - self.started)
+                    wall_seconds=time.perf_counter() - self.started,
+                    test_seconds=self.seconds[key])
                 self.written.append(str(records.write(record, self.directory)))
             except Exception as exc:  # noqa: BLE001 - one record's failure must not end the run
                 self.failed.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")

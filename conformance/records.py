@@ -19,7 +19,9 @@ from conformance.matrix import Cell, json_safe
 
 RECORDS_DIR = Path(__file__).parent / "records"
 RECORD_PROFILE = "thorough"
-FORMAT_VERSION = 1
+# 2: every cell's state and size, the bounded cells' reference side, the catalogue entry and the
+# seconds its tests took (2026-12-01, issue 11)
+FORMAT_VERSION = 2
 
 
 def record_path(slot: str, impl: str, directory: Path = RECORDS_DIR) -> Path:
@@ -55,28 +57,57 @@ def _worst(cells: list[Cell]) -> dict:
     return {k: {"value": v, "cell": where} for k, (v, where) in worst.items()}
 
 
+def cell_key(cell: Cell) -> str:
+    """`mode|dtype|case@layout`: one cell of a record (hypothesis cells: `mode|any|hypothesis`)."""
+    return f"{cell.mode}|{cell.dtype}|{cell.case}"
+
+
+#: The reference side of a bounded quantity, which CPU CI re-derives from the seeded inputs.
+REFERENCE_SIDE = ("oracle_digest", "oracle_max", "portable_err", "bound")
+
+
+def _reference_side(cell: Cell) -> dict:
+    return {name: {k: value[k] for k in (*REFERENCE_SIDE, "max_abs_err") if k in value}
+            for name, value in cell.measurements.items()
+            if isinstance(value, dict) and "bound" in value}
+
+
+def counts(cells: dict) -> dict:
+    """Counts by state, dtype, size and mode, derived from a record's `cells` (so a reader can
+    derive them again and compare)."""
+    by = {"state": Counter(), "dtype": Counter(), "size": Counter(), "mode": Counter()}
+    for key, (state, size) in cells.items():
+        mode, dtype, _ = key.split("|", 2)
+        by["state"][state] += 1
+        by["dtype"][f"{dtype}/{state}"] += 1
+        by["size"][f"{size}/{state}"] += 1
+        by["mode"][f"{mode}/{state}"] += 1
+    return {k: dict(v) for k, v in by.items()}
+
+
 def build(slot: str, impl: str, impl_sources, cells: list[Cell], *, expected_tests: int,
-          profile: str, seed: int, wall_seconds: float) -> dict:
+          profile: str, seed: int, wall_seconds: float, test_seconds: float = 0.0) -> dict:
     """The record of one implementation of one slot, from its cells in this run."""
     spec = CATALOGUE[slot]
     source = provenance.source_digest(spec, impl, impl_sources)
-    by = {"state": Counter(c.state for c in cells),
-          "dtype": Counter(f"{c.dtype}/{c.state}" for c in cells),
-          "size": Counter(f"{c.size}/{c.state}" for c in cells),
-          "mode": Counter(f"{c.mode}/{c.state}" for c in cells)}
-    outputs = {f"{c.mode}|{c.dtype}|{c.case}": c.measurements["output_digest"]
+    states = {cell_key(c): [c.state, c.size] for c in cells}
+    outputs = {cell_key(c): c.measurements["output_digest"]
                for c in cells if c.origin == "suite" and "output_digest" in c.measurements}
+    bounded = {cell_key(c): side for c in cells if c.origin == "suite"
+               and (side := _reference_side(c))}
     return {
         "format": FORMAT_VERSION, "slot": slot, "impl": impl,
         "source_digest": source["digest"], "source_files": source["files"],
+        "catalogue_entry": source["entry"],
         "git": provenance.git_state(_digest_paths(source)), "machine": provenance.machine(),
         "profile": profile, "seed": seed, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                    time.gmtime()),
-        "wall_seconds": round(wall_seconds, 3),
-        "complete": len(cells) == expected_tests, "tests": expected_tests,
+        "wall_seconds": round(wall_seconds, 3), "test_seconds": round(test_seconds, 3),
+        "complete": len(cells) == expected_tests and len(states) == len(cells),
+        "tests": expected_tests,
         "modes": sorted({c.mode for c in cells}),
-        "counts": {k: dict(v) for k, v in by.items()},
-        "worst": _worst(cells), "output_digests": outputs,
+        "counts": counts(states), "cells": states,
+        "worst": _worst(cells), "output_digests": outputs, "bounded": bounded,
     }
 
 
@@ -95,24 +126,3 @@ def write(record: dict, directory: Path = RECORDS_DIR) -> Path:
 def load(slot: str, impl: str, directory: Path = RECORDS_DIR) -> dict | None:
     path = record_path(slot, impl, directory)
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def reference_digest(slot: str, seed: int, key: str) -> str | None:
-    """Recompute one recorded exact output (`mode|dtype|case@layout`) from the CPU reference on
-    the same seeded inputs; None for large cases (too slow for CPU CI)."""
-    import torch
-
-    from conformance.cells import CellPlan, expected, input_seed
-    from conformance.layouts import digest
-    from conformance.shapesets import load
-
-    _, dtype_name, case_id = key.split("|")
-    case_name, _, layout = case_id.partition("@")
-    spec = CATALOGUE[slot]
-    case = next(c for c in load(spec.shapes) if c.name == case_name)
-    if case.size == "large":
-        return None
-    dtype = getattr(torch, dtype_name)
-    plan = CellPlan(slot, "reference", "cpu", dtype, case, layout,
-                    input_seed(seed, slot, case_name, dtype, layout))
-    return digest(expected(spec, plan).out[0])

@@ -57,7 +57,7 @@ def records_table() -> str:
         machine = record["machine"]
         rows.append(f"| `{target.slot}` | {target.impl} | {states} ({record['profile']}) "
                     f"| {passed} | {shown} | `{record['source_digest'][:12]}` "
-                    f"| {record['git']['commit'][:7]} "
+                    f"| {str(record['git'].get('commit') or 'none')[:7]} "
                     f"| {machine.get('gpu')} (sm {machine.get('compute_capability')}) "
                     f"| {machine['torch']} / {machine['triton']} | {record['written'][:10]} |")
     return "\n".join(rows) + "\n"

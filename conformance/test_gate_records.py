@@ -1,23 +1,27 @@
-"""THE GATE: each in-tree accelerated implementation needs a green CUDA parity record under
-conformance/records/ for the digest of its current sources, or it must be listed as awaiting one
-(libreyolo/kernels/awaiting_record.toml), which keeps it from being selected by default.
-Also: the static list matches the registry, and recorded outputs match the CPU reference."""
+"""THE GATE on the real tree: each accelerated implementation registered from `libreyolo` needs
+a green CUDA parity record under conformance/records/ for the digest of its current sources, made
+on the declared GPU stack, or it must be listed as awaiting one
+(libreyolo/kernels/awaiting_record.toml), which keeps it from being selected by default. Every
+recorded reference side (exact output digests, bounded oracles and bounds) is re-derived here on
+CPU from the record's seed, large cases included."""
+
+import importlib.metadata
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from conformance import records
+from conformance import gate, provenance, records, rederive, stack
 from conformance.catalogue import CATALOGUE
 from conformance.gate import current_digest, gate_problems, in_tree_targets
 from libreyolo.kernels import registered, registry, settings
+from libreyolo.kernels.providers import IN_TREE_PROVIDERS
 from libreyolo.kernels.registry import awaiting_record
 
 
-def _key(target) -> str:
-    return f"{target.slot}/{target.impl}"
-
-
 def test_every_in_tree_accelerated_implementation_has_a_green_cuda_record(whole_suite):
-    gated = [t for t in in_tree_targets() if _key(t) not in awaiting_record()]
+    gated = [t for t in in_tree_targets() if t.key not in awaiting_record()]
     problems = gate_problems(gated, records.load, current_digest)
     assert not problems, "\n".join(problems)
 
@@ -25,7 +29,7 @@ def test_every_in_tree_accelerated_implementation_has_a_green_cuda_record(whole_
 def test_the_awaiting_list_names_in_tree_implementations_still_without_a_green_record(
     whole_suite,
 ):
-    targets = {_key(t): t for t in in_tree_targets()}
+    targets = {t.key: t for t in in_tree_targets()}
     unknown = sorted(awaiting_record() - set(targets))
     assert not unknown, f"awaiting_record.toml names no in-tree implementation: {unknown}"
     green = [key for key in sorted(awaiting_record())
@@ -42,39 +46,120 @@ def test_implementations_awaiting_a_record_are_not_selected_by_default(whole_sui
         assert registry._awaits_record(registered_keys[key], settings.Selection(), False)
 
 
-def test_the_static_list_names_every_in_tree_registration(whole_suite):
-    from libreyolo.kernels import registered
-    from libreyolo.kernels.providers import IN_TREE_PROVIDERS
-
-    listed = {(t.slot, t.impl) for t in in_tree_targets()}
-    in_tree = {(impl.op, impl.name) for slot in CATALOGUE for impl in registered(slot)
-               if impl.fn.__module__.split(".")[0] == "libreyolo" and impl.name != "reference"
-               and any(impl.fn.__module__.startswith(p.rpartition(".")[0])
-                       for p in IN_TREE_PROVIDERS)}
-    assert in_tree <= listed, f"add to conformance/gate.py IN_TREE: {sorted(in_tree - listed)}"
+def test_every_provider_module_is_found_by_the_scan(whole_suite):
+    """The scan is not vacuous: each in-tree provider registers something it finds."""
+    found = {impl.fn.__module__ for slot in CATALOGUE for impl in registered(slot)
+             if gate.is_in_tree(impl)}
+    assert set(IN_TREE_PROVIDERS) <= found, sorted(set(IN_TREE_PROVIDERS) - found)
 
 
-def _recorded_exact_outputs():
-    for target in in_tree_targets():
-        record = records.load(target.slot, target.impl)
-        if record is None:
-            continue
-        for key, want in record["output_digests"].items():
-            yield pytest.param(target.slot, record["seed"], key, want,
-                               id=f"{target.slot}:{target.impl}:{key}")
+def test_the_scan_finds_the_same_registrations_without_triton_or_cuda(whole_suite):
+    """Registration is unconditional: a machine without triton (or CUDA) cannot make the scan
+    see less. A child process refuses every import of triton and of the `kernels` package."""
+    script = textwrap.dedent("""
+        import importlib.abc, sys
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("triton", "kernels"):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Refuse())
+        from conformance.gate import in_tree_targets
+        print(sorted(t.key for t in in_tree_targets()))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=provenance.ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == str(sorted(t.key for t in in_tree_targets()))
 
 
-@pytest.mark.parametrize("slot, seed, key, want", list(_recorded_exact_outputs()))
-def test_recorded_outputs_are_the_cpu_references(slot, seed, key, want):
-    """The GPU run's output digests, recomputed here from the CPU reference on the same seeded
-    inputs: a record cannot claim bits the reference does not produce."""
-    recomputed = records.reference_digest(slot, seed, key)
-    if recomputed is None:
-        pytest.skip("large cases are recomputed on GPU runs only (CPU CI time)")
-    assert recomputed == want
+def test_no_libreyolo_module_registers_conditionally():
+    found = [hit for path in sorted((provenance.ROOT / "libreyolo").rglob("*.py"))
+             for hit in gate.conditional_registrations(path.read_text(), str(path))]
+    assert not found, f"register at module level; eligibility goes in predicate/accepts: {found}"
 
 
 def test_each_record_digests_the_files_its_implementation_registered_with(whole_suite):
     registered_sources = {(i.op, i.name): i.sources for slot in CATALOGUE for i in registered(slot)}
     for target in in_tree_targets():
         assert registered_sources[(target.slot, target.impl)] == target.sources
+
+
+# The declared stack: CI interprets with the GPU's triton, on the declared CPU torch.
+
+def test_every_pin_in_the_setup_commands_is_the_declared_one():
+    texts = {name: (provenance.ROOT / name).read_text() for name in stack.PINNING_FILES}
+    assert not stack.pin_problems(texts), stack.pin_problems(texts)
+
+
+@pytest.mark.parametrize("package, section", [("triton", "gpu"), ("torch", "cpu")])
+def test_this_run_uses_the_declared_cpu_stack(package, section):
+    try:
+        installed = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{package} is not installed here")
+    want = stack.declared()[section][package]
+    if package == "torch" and "+" not in want:
+        installed = installed.split("+")[0]
+    if package == "torch" and installed.split(".")[:2] == ["2", "11"]:
+        pytest.skip("the GPU image's torch: its CPU stack is not CI's")
+    assert installed == want, f"{package} {installed} here; conformance/stack.toml: {want}"
+
+
+# Re-deriving what records claim.
+
+def _recorded(kind: str):
+    """One param per (slot, dtype, case) a record holds cells of; the modes share it."""
+    for target in in_tree_targets():
+        record = records.load(target.slot, target.impl)
+        if record is None or CATALOGUE[target.slot].contract.kind != kind:
+            continue
+        field = "output_digests" if kind == "exact" else "bounded"
+        by_cell: dict = {}
+        for key, value in (record.get(field) or {}).items():
+            mode, dtype, case = key.split("|", 2)
+            by_cell.setdefault((dtype, case), {})[mode] = value
+        for (dtype, case), per_mode in sorted(by_cell.items()):
+            yield pytest.param(target.slot, record["seed"], dtype, case, per_mode,
+                               record["machine"].get("torch"),
+                               id=f"{target.slot}:{target.impl}:{dtype}:{case}")
+
+
+@pytest.mark.parametrize("slot, seed, dtype, case, per_mode, torch_version",
+                         list(_recorded("exact")))
+def test_recorded_exact_outputs_are_the_cpu_references(whole_suite, slot, seed, dtype, case,
+                                                       per_mode, torch_version):
+    """The GPU run's output digests, recomputed here from the CPU reference on the same seeded
+    inputs (large cases too): a record cannot claim bits the reference does not produce."""
+    want = rederive.exact_digest(slot, seed, dtype, case)
+    wrong = {mode: got[:12] for mode, got in per_mode.items() if got != want}
+    assert not wrong, (f"{slot} {dtype} {case}: recorded {wrong}, the CPU reference gives "
+                       f"{want[:12]}; re-record with: {gate.RECORD_COMMAND}")
+
+
+@pytest.mark.parametrize("slot, seed, dtype, case, per_mode, torch_version",
+                         list(_recorded("bounded")))
+def test_recorded_bounds_are_rederived_on_cpu(whole_suite, slot, seed, dtype, case, per_mode,
+                                              torch_version):
+    """A bounded record's reference side (the float64 oracle, the portable path's error, the
+    bound) re-derived on CPU; the candidate's own error is the GPU's word (docs/conformance.md,
+    "For CI maintainers")."""
+    import torch
+
+    derived = rederive.bounded_side(slot, seed, dtype, case)
+    same_torch = torch_version == torch.__version__
+    for mode, recorded in per_mode.items():
+        # cuda-graph cells judge the forward only
+        want = derived if mode == "cuda" else {"output": derived["output"]}
+        problem = rederive.bounded_mismatch(recorded, want, same_torch)
+        assert problem is None, f"{slot} {mode} {dtype} {case}: {problem}"
+
+
+def test_the_records_table_shows_a_record_without_a_commit_instead_of_crashing(monkeypatch):
+    from conformance import render
+
+    record = {"counts": {"mode": {}, "state": {"pass": 1}}, "worst": {}, "profile": "thorough",
+              "source_digest": "0" * 64, "git": {"commit": None}, "written": "2026-12-01",
+              "machine": {"torch": "2.11.0", "triton": "3.6.0"}}
+    monkeypatch.setattr(records, "load", lambda slot, impl: record)
+    assert "| none |" in render.records_table()
