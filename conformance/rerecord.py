@@ -1,0 +1,113 @@
+"""Re-record what the gate reports, and nothing else: `python -m conformance.rerecord`.
+
+On a CUDA machine of the declared stack (conformance/stack.toml), from a clean checkout with its
+.git: finds every in-tree implementation whose record is missing or does not make it green,
+packs their slots into groups of at most `--budget` seconds of estimated run time (estimated
+from each slot's previous record: its tests' summed seconds over the workers), and runs the
+suite's record command once per group. Each group's records are complete when it ends, whatever
+happens to the next. `--dry-run` prints the plan without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from conformance import gate, provenance, records
+
+#: Seconds a slot's thorough run is assumed to take when no earlier record says.
+UNKNOWN_SLOT_SECONDS = 60.0
+#: What one group costs beyond its tests: interpreter and worker start-up, collection.
+GROUP_OVERHEAD_SECONDS = 40.0
+
+
+@dataclass
+class Group:
+    impl: str
+    slots: list = field(default_factory=list)
+    seconds: float = GROUP_OVERHEAD_SECONDS
+
+    def command(self, workers: int) -> list[str]:
+        return [sys.executable, "-m", "pytest", "conformance/", "-q", "-p", "no:cacheprovider",
+                "--gpu", "--record", "--profile", records.RECORD_PROFILE, "--impl", self.impl,
+                "--slot", ",".join(self.slots), "-n", str(workers), "--dist", "worksteal"]
+
+
+def estimate(target: gate.Target, workers: int) -> float:
+    """Seconds `target`'s slot adds to a group: its last record's test time over the workers."""
+    record = records.load(target.slot, target.impl) or {}
+    seconds = record.get("test_seconds")
+    return float(seconds) / workers if seconds else UNKNOWN_SLOT_SECONDS
+
+
+def stale_targets() -> list[tuple[gate.Target, str]]:
+    """Each in-tree target the gate does not find green, with the gate's reason."""
+    found = []
+    for target in gate.in_tree_targets():
+        problem = gate.record_problem(target, records.load(target.slot, target.impl),
+                                      gate.current_digest(target))
+        if problem is not None:
+            found.append((target, problem))
+    return found
+
+
+def plan(targets: list[gate.Target], budget: float, workers: int) -> list[Group]:
+    """First-fit-decreasing packing of slots into groups of one implementation name each."""
+    groups: list[Group] = []
+    ranked = sorted(targets, key=lambda t: -estimate(t, workers))
+    for target in ranked:
+        cost = estimate(target, workers)
+        group = next((g for g in groups if g.impl == target.impl and g.seconds + cost <= budget),
+                     None)
+        if group is None:
+            group = Group(target.impl)
+            groups.append(group)
+        group.slots.append(target.slot)
+        group.seconds += cost
+    return groups
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.rerecord", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", type=float, default=540.0,
+                        help="seconds of estimated run time per group (default 540)")
+    parser.add_argument("-n", "--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
+                        help="pytest-xdist workers (default: one per core but one)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
+    args = parser.parse_args(argv)
+
+    stale = stale_targets()
+    for target, problem in stale:
+        print(f"stale: {problem}")
+    if not stale:
+        print("every in-tree implementation has a green record: nothing to re-record")
+        return 0
+    groups = plan([t for t, _ in stale], args.budget, args.workers)
+    for i, group in enumerate(groups):
+        print(f"group {i}: ~{group.seconds:.0f} s: {' '.join(group.command(args.workers))}")
+    if args.dry_run:
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: records come from a GPU of the declared stack", file=sys.stderr)
+        return 2
+    failed = 0
+    for i, group in enumerate(groups):
+        start = time.perf_counter()
+        done = subprocess.run(group.command(args.workers), cwd=provenance.ROOT)
+        print(f"group {i}: exit {done.returncode} in {time.perf_counter() - start:.0f} s")
+        failed += done.returncode != 0
+    left = stale_targets()
+    for _, problem in left:
+        print(f"still not green: {problem}")
+    return 1 if failed or left else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
