@@ -7,6 +7,7 @@ with or without an installed ``libreyolo``. The conformance suite's options (``-
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,18 @@ import pytest
 from conformance.child import run_pytest
 
 ROOT = Path(__file__).resolve().parent
+
+
+def pytest_configure(config):
+    """Each xdist worker gets its share of the cores for torch's CPU threads. By default every
+    worker starts one thread per core: 15 workers on the H200's 16 cores ran ~240 threads, and
+    the CPU references there ran ~90x slower (a record run: 1,277 s before, 122 s after;
+    benchmarks/NOTES.md, "Re-record timings")."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 0:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 @pytest.fixture

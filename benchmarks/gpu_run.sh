@@ -3,11 +3,11 @@
 # tests, and the benchmarks. Everything lands under $OUT (logs packed in one tarball, since a call
 # returns at most 8 files); a short table is printed last.
 #
-# Usage: OUT=/tmp/out [SLOT_GROUPS='a,b;c'] [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env matrix bench-fq bench-msda tests   (default: all, in that order)
-#   SLOT_GROUPS: the matrix runs once per ';'-separated group of slots (--slot), one after the other,
-#     so each group's records are complete when it ends, whatever happens to the next one
-#     (default: every slot in one run).
+# Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
+#   stages: env records bench-fq bench-msda tests   (default: all, in that order)
+#   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
+#     records the gate reports stale or missing, in groups of at most 540 s, each group's records
+#     complete when it ends.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -25,7 +25,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env matrix bench-fq bench-msda tests)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-msda tests)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -57,17 +57,9 @@ for stage in "${stages[@]}"; do
         run env 60 bash -c 'git log -1 --oneline; git status --short; nvidia-smi; python3 -c "import sys, torch, triton; \
 print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__); \
 print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
-    matrix)
-        # the gate's own command (conformance/gate.py RECORD_COMMAND), on 15 of the 16 cores
-        IFS=';' read -ra groups <<<"${SLOT_GROUPS:-}"
-        [ ${#groups[@]} -eq 0 ] && groups=("")
-        for i in "${!groups[@]}"; do
-            group=${groups[$i]}
-            run "matrix-$i" 560 python3 -m pytest conformance -q -n 15 --dist worksteal \
-                -p no:cacheprovider --gpu --record --profile thorough --impl triton \
-                ${group:+--slot "$group"} --matrix "$LOGS/matrix_gpu_$i.json"
-            tar czf "$OUT/records.tgz" conformance/records 2>/dev/null
-        done ;;
+    records)
+        run records 560 python3 -m conformance.rerecord -n 15
+        tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
     tests)
         # the tests that need the GPU (the interpreter's run on CPU, in CI)
         # -v: the log names every finished test, so one that hangs is the one missing
