@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import records
+from conformance import records, rederive
 from conformance.catalogue import slot
 from conformance.cells import CellPlan, input_seed, run_cell
 from conformance.recorder import Recorder, slot_impl
@@ -17,11 +17,11 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 IDS = [NODE.format("float32:a@contiguous"), NODE.format("float16:a@contiguous")]
 
 
-def reference_cell(seed=0):
+def reference_cell(seed=0, dtype=torch.float32):
     spec = slot("fake_quant_fp8")
     case = load(spec.shapes)[0]
-    plan = CellPlan(spec.name, "reference", "cpu", torch.float32, case, "contiguous",
-                    input_seed(seed, spec.name, case.name, torch.float32, "contiguous"))
+    plan = CellPlan(spec.name, "reference", "cpu", dtype, case, "contiguous",
+                    input_seed(seed, spec.name, case.name, dtype, "contiguous"))
     return run_cell(spec, plan)
 
 
@@ -38,7 +38,7 @@ def test_a_record_is_written_only_once_every_test_of_its_implementation_reported
     recorder.expect(IDS)
     recorder.report(IDS[0], [reference_cell()])
     assert not recorder.written
-    recorder.report(IDS[1], [reference_cell()])
+    recorder.report(IDS[1], [reference_cell(dtype=torch.float16)])
     record = records.load("fake_quant_fp8", "triton", tmp_path)
     assert recorder.written and record["complete"] and record["profile"] == "thorough"
     assert record["counts"]["state"] == {"pass": 2}
@@ -56,8 +56,37 @@ def test_a_test_that_reported_no_cell_leaves_the_record_incomplete(tmp_path):
 
 def test_recorded_output_digests_are_recomputable_from_the_cpu_reference():
     cell = reference_cell(seed=7)
-    key = f"cuda|{cell.dtype}|{cell.case}"
-    assert records.reference_digest("fake_quant_fp8", 7, key) == cell.measurements["output_digest"]
+    assert rederive.exact_digest("fake_quant_fp8", 7, cell.dtype, cell.case) == \
+        cell.measurements["output_digest"]
+
+
+def test_a_records_counts_are_derived_from_its_cells(tmp_path):
+    recorder = Recorder("thorough", 0, tmp_path)
+    recorder.expect(IDS)
+    recorder.report(IDS[0], [reference_cell()], seconds=1.5)
+    recorder.report(IDS[1], [reference_cell(dtype=torch.float16)], seconds=2.0)
+    record = records.load("fake_quant_fp8", "triton", tmp_path)
+    assert record["counts"] == records.counts(record["cells"]) and record["test_seconds"] == 3.5
+
+
+def test_a_bounded_cell_records_the_reference_side_cpu_ci_rederives():
+    from libreyolo.kernels import register, unregister
+
+    spec = slot("ms_deform_attn")
+    case = load(spec.shapes)[0]
+    plan = CellPlan(spec.name, "portable-under-test", "cpu", torch.float32, case, "contiguous",
+                    input_seed(0, spec.name, case.name, torch.float32, "contiguous"))
+    register(spec.name, spec.portable, name=plan.impl)
+    try:
+        cell = run_cell(spec, plan)
+    finally:
+        unregister(spec.name, plan.impl)
+    assert cell.state == "pass", cell.reason
+    derived = rederive.bounded_side(spec.name, 0, "float32", f"{case.name}@contiguous")
+    recorded = records._reference_side(cell)
+    assert rederive.bounded_mismatch(recorded, derived, same_torch=True) is None
+    recorded["output"]["portable_err"] *= 1.01
+    assert "portable_err" in rederive.bounded_mismatch(recorded, derived, same_torch=True)
 
 
 def _config(args, **narrowing):
