@@ -55,7 +55,8 @@ def prepared(site: Site, *, dtype: torch.dtype, device: str | torch.device, seed
     args, kwargs = [x], {}
     if site.mask == "shifted_window":
         mask = shifted_window_mask(*site.grid, site.window, site.window // 2, site.fill)
-        kwargs["mask"] = mask[: site.batch].to(device=device, dtype=dtype)
+        # the last windows: with fewer windows than the grid has, they hold region boundaries
+        kwargs["mask"] = mask[-site.batch:].to(device=device, dtype=dtype)
     elif site.mask == "local":
         kwargs["attn_bias"] = local_window_mask(*site.grid, *site.kernel).to(device, dtype)
     elif site.mask == "padding":
