@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -338,3 +341,12 @@ def test_attn_bias_and_padding_mask_together_are_refused():
     with pytest.raises(ValueError, match="attn_bias and padding_mask"):
         QKVAttention(64, 4)(torch.randn(1, 5, 64), attn_bias=torch.zeros(1, 1, 5, 5),
                             padding_mask=torch.zeros(1, 5, dtype=torch.bool))
+
+
+def test_importing_the_policy_and_the_modules_imports_no_triton():
+    code = ("import sys, libreyolo.kernels.attention, libreyolo.nn.attention; "
+            "print('triton' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
