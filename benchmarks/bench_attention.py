@@ -37,7 +37,7 @@ from libreyolo.kernels.attention.evidence import prepared  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402
 
 TARGET = 0.9
-SCALE_ON_SCORES = ("spatial_reduction", "tinyvit")
+SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected")
 
 
 def autocast():

@@ -13,6 +13,7 @@ These are inference modules: no attention dropout (every family runs with it at 
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from libreyolo.kernels.attention import manual_attention_required
 sdpa = F.scaled_dot_product_attention
 
 __all__ = [
+    "ProjectedAttention",
     "QKVAttention",
     "SeparateProjAttention",
     "SpatialReductionAttention",
@@ -316,6 +318,54 @@ class SeparateProjAttention(_Flagged):
         return self.out_proj(out)
 
 
+class ProjectedAttention(_Flagged):
+    """Attention with separate q, k, v projections in Hugging Face's layout, scaled on the scores:
+    ``scale_at="divide"`` is BERT's ``BertSelfAttention`` (``scores / sqrt(head_dim)``, then the
+    additive mask, ``nn.Softmax``); ``scale_at="multiply"`` is the shared eager attention of SigLIP
+    2 (``scores * head_dim**-0.5``, the mask, a float32 softmax cast back to the query's dtype).
+    The output projection (BERT's ``BertSelfOutput.dense``) is included.
+
+    ``forward(x, attention_mask=None)``: ``x`` is (B, N, dim); the mask an additive float tensor
+    broadcastable to (B, heads, N, N).
+    """
+
+    SCALE_AT = ("divide", "multiply")
+
+    def __init__(self, dim: int, num_heads: int, scale_at: str, fused_attn: bool = False):
+        super().__init__(fused_attn)
+        if scale_at not in self.SCALE_AT:
+            raise ValueError(f"scale_at must be one of {self.SCALE_AT}, got {scale_at!r}")
+        self.num_heads = num_heads
+        self.head_dim = _heads(dim, num_heads)
+        self.scale_at = scale_at
+        self.scale = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(dim, dim)
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+        self.out_proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = (p(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        if self._use_fused():
+            out = sdpa(q, k, v, attn_mask=attention_mask, scale=self.scale)
+        else:
+            scores = torch.matmul(q, k.transpose(-1, -2))
+            if self.scale_at == "divide":
+                scores = scores / math.sqrt(self.head_dim)
+            else:
+                scores = scores * self.scale
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            if self.scale_at == "divide":
+                probs = scores.softmax(dim=-1)
+            else:
+                probs = scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype)
+            out = torch.matmul(probs, v)
+        return self.out_proj(out.transpose(1, 2).contiguous().reshape(B, N, C))
+
+
 def module_for_site(site, *, fused_attn: bool = False) -> nn.Module:
     """The module that computes call site ``site`` (a ``families.Site``), freshly initialized."""
     if site.module == "qkv":
@@ -330,4 +380,6 @@ def module_for_site(site, *, fused_attn: bool = False) -> nn.Module:
                                 fused_attn=fused_attn)
     if site.module == "separate_proj":
         return SeparateProjAttention(site.dim, site.heads, fused_attn=fused_attn)
+    if site.module == "projected":
+        return ProjectedAttention(site.dim, site.heads, site.scale_at, fused_attn=fused_attn)
     raise ValueError(f"site: unknown module kind {site.module!r}")

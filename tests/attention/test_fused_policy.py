@@ -28,6 +28,7 @@ from libreyolo.kernels.attention import (
 from libreyolo.kernels.attention.evidence import limited, prepared
 from libreyolo.nn import attention as nn_attention
 from libreyolo.nn.attention import (
+    ProjectedAttention,
     QKVAttention,
     SeparateProjAttention,
     SpatialReductionAttention,
@@ -143,8 +144,57 @@ def upstream_owlv2(m, x, attention_mask=None, causal_attention_mask=None, moved=
     return m.out_proj(attn_output.reshape(bsz, tgt_len, embed_dim))
 
 
+def upstream_bert(m, x, attention_mask=None, moved=False):
+    """huggingface/transformers src/transformers/models/bert/modeling_bert.py
+    ``BertSelfAttention.forward`` (self-attention, absolute positions, no head mask), then
+    ``BertSelfOutput.dense``."""
+    def transpose_for_scores(t):
+        return t.view(t.size()[:-1] + (m.num_heads, m.head_dim)).permute(0, 2, 1, 3)
+
+    query_layer = transpose_for_scores(m.q_proj(x))
+    key_layer = transpose_for_scores(m.k_proj(x))
+    value_layer = transpose_for_scores(m.v_proj(x))
+    if moved:
+        attention_scores = torch.matmul(query_layer / math.sqrt(m.head_dim),
+                                        key_layer.transpose(-1, -2))
+    else:
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(m.head_dim)
+    if attention_mask is not None:
+        attention_scores = attention_scores + attention_mask
+    attention_probs = nn.Softmax(dim=-1)(attention_scores)
+    context_layer = torch.matmul(attention_probs, value_layer)
+    context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+    context_layer = context_layer.view(context_layer.size()[:-2] + (m.num_heads * m.head_dim,))
+    return m.out_proj(context_layer)
+
+
+def upstream_siglip2(m, x, attention_mask=None, moved=False):
+    """huggingface/transformers src/transformers/models/siglip2/modeling_siglip2.py
+    ``Siglip2Attention.forward`` with ``eager_attention_forward``."""
+    batch_size, seq_length, embed_dim = x.shape
+    queries = m.q_proj(x).view(batch_size, seq_length, m.num_heads, m.head_dim).transpose(1, 2)
+    keys = m.k_proj(x).view(batch_size, seq_length, m.num_heads, m.head_dim).transpose(1, 2)
+    values = m.v_proj(x).view(batch_size, seq_length, m.num_heads, m.head_dim).transpose(1, 2)
+    if moved:
+        attn_weights = torch.matmul(queries * m.scale, keys.transpose(-1, -2))
+    else:
+        attn_weights = torch.matmul(queries, keys.transpose(-1, -2)) * m.scale
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(
+        queries.dtype)
+    attn_output = torch.matmul(attn_weights, values).transpose(1, 2).contiguous()
+    return m.out_proj(attn_output.reshape(batch_size, seq_length, embed_dim).contiguous())
+
+
+def upstream_projected(m, *args, **kwargs):
+    return (upstream_bert if m.scale_at == "divide" else upstream_siglip2)(m, *args, **kwargs)
+
+
 UPSTREAM = {"qkv": upstream_timm, "window": upstream_swin, "spatial_reduction": upstream_segformer,
-            "tinyvit": upstream_tinyvit, "separate_proj": upstream_owlv2}
+            "tinyvit": upstream_tinyvit, "separate_proj": upstream_owlv2,
+            "projected": upstream_projected}
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -330,6 +380,7 @@ def test_the_flag_is_read_at_every_call(monkeypatch):
     (lambda: WindowAttention(96, 0, 3), "window_size must be a positive int, got 0"),
     (lambda: SpatialReductionAttention(32, 1, sr_ratio=0), "sr_ratio must be a positive int"),
     (lambda: SeparateProjAttention(64, 4, fused_attn="yes"), "fused_attn: expected a bool"),
+    (lambda: ProjectedAttention(64, 4, "after"), "scale_at must be one of"),
     (lambda: shifted_window_mask(14, 14, 7, 7, -100.0), r"shift \(7\) must be in \(0, window=7\)"),
 ])
 def test_bad_arguments_are_errors_naming_the_argument(build, message):

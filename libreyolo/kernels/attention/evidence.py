@@ -63,17 +63,24 @@ def prepared(site: Site, *, dtype: torch.dtype, device: str | torch.device, seed
         padding = torch.zeros(site.batch, site.tokens, dtype=torch.bool)
         padding[:, site.tokens - site.tokens // 10:] = True
         kwargs["padding_mask"] = padding.to(device)
+    elif site.mask == "additive_padding":
+        kwargs["attention_mask"] = _additive_padding(site, dtype).to(device)
     elif site.mask == "causal_padding":
-        low = torch.finfo(dtype).min
-        causal = torch.full((site.tokens, site.tokens), low, dtype=dtype).triu(1)
-        kwargs["causal_attention_mask"] = causal.expand(site.batch, 1, -1, -1).to(device, dtype)
-        lengths = torch.arange(site.batch) % site.tokens + site.tokens // 2
-        keep = (torch.arange(site.tokens)[None, :] < lengths[:, None]).to(torch.float64)
-        padding = ((1.0 - keep) * low)[:, None, None, :].expand(-1, 1, site.tokens, -1)
-        kwargs["attention_mask"] = padding.to(device, dtype)
+        causal = torch.full((site.tokens, site.tokens), torch.finfo(dtype).min, dtype=dtype)
+        kwargs["causal_attention_mask"] = causal.triu(1).expand(site.batch, 1, -1, -1).to(device)
+        padding = _additive_padding(site, dtype).expand(-1, 1, site.tokens, -1)
+        kwargs["attention_mask"] = padding.to(device)
     if site.module == "spatial_reduction":
         args += list(site.grid)
     return module, args, kwargs
+
+
+def _additive_padding(site: Site, dtype: torch.dtype) -> torch.Tensor:
+    """(batch, 1, 1, tokens): 0 on the first tokens of each row, the dtype's lowest value on the
+    rest (rows keep between half and all of their tokens)."""
+    lengths = torch.arange(site.batch) % site.tokens + site.tokens // 2
+    keep = (torch.arange(site.tokens)[None, :] < lengths[:, None]).to(torch.float64)
+    return ((1.0 - keep) * torch.finfo(dtype).min)[:, None, None, :].to(dtype)
 
 
 def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

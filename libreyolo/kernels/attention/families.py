@@ -17,8 +17,8 @@ from pathlib import Path
 
 FAMILIES_FILE = Path(__file__).with_name("families.toml")
 EVIDENCE_FILE = Path(__file__).with_name("evidence.toml")
-MODULE_KINDS = ("qkv", "window", "spatial_reduction", "tinyvit", "separate_proj")
-MASKS = ("none", "shifted_window", "local", "padding", "causal_padding")
+MODULE_KINDS = ("qkv", "window", "spatial_reduction", "tinyvit", "separate_proj", "projected")
+MASKS = ("none", "shifted_window", "local", "padding", "causal_padding", "additive_padding")
 PUBLISHED = ("sdpa", "flag", "flag-on")
 
 
@@ -39,6 +39,7 @@ class Site:
     fill: float | None = None
     sr_ratio: int | None = None
     kernel: tuple[int, int] | None = None
+    scale_at: str | None = None
 
     @property
     def id(self) -> str:
