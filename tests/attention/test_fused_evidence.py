@@ -80,9 +80,9 @@ def test_a_family_defaults_to_sdpa_only_when_upstream_does_or_every_site_is_exac
     assert fused_attention_default(entry.name) == (entry.upstream_fused or every_site_exact)
 
 
-def test_vit_and_deit_default_on_and_every_other_family_off_on_this_evidence():
+def test_only_the_families_whose_upstream_calls_sdpa_default_on_with_this_evidence():
     on = {f.name for f in families.families() if fused_attention_default(f.name)}
-    assert on == {"vit", "deit"}
+    assert on == {"vit", "deit", "moge2"}
 
 
 def test_an_unknown_family_is_a_value_error_listing_the_known_ones():

@@ -300,9 +300,10 @@ def test_set_fused_attention_flips_every_flag_family_and_counts_the_switches():
     assert not any(state for _, state in fused_attention_modules(model))
 
 
-def test_vit_and_deit_are_on_by_default_and_turned_off_by_enabled_false():
+def test_upstream_sdpa_families_are_on_by_default_and_turned_off_by_enabled_false():
     model = every_site_model()
-    upstream_on = [f"sites.{i}" for i, site in enumerate(SITES) if site.family in ("vit", "deit")]
+    upstream_on = [f"sites.{i}" for i, site in enumerate(SITES)
+                   if site.family in ("vit", "deit", "moge2")]
     assert [name for name, state in fused_attention_modules(model) if state] == upstream_on
     assert set_fused_attention(model, enabled=False) == len(upstream_on)
 

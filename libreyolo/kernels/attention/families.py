@@ -2,10 +2,10 @@
 ``evidence.toml`` (generated: whether each site's fused output equals its manual one, bit for bit).
 
 A family's default comes from those two files and nothing else: the upstream default where the
-upstream module itself defaults to SDPA (timm's ViT and DeiT), else SDPA only where every call site
-was byte-exact on the reference platform in every measured dtype, else the manual equation with the
-flag off. ``python -m libreyolo.kernels.attention.evidence`` regenerates the evidence and the docs
-table; ``tests/attention/test_fused_evidence.py`` fails when either is stale.
+upstream module itself defaults to SDPA (timm's ViT and DeiT, MoGe-2), else SDPA only where every
+call site was byte-exact on the reference platform in every measured dtype, else the manual
+equation with the flag off. ``python -m libreyolo.kernels.attention.evidence`` regenerates the
+evidence and the docs table; ``tests/attention/test_fused_evidence.py`` fails when either is stale.
 """
 
 from __future__ import annotations
