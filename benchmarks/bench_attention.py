@@ -6,8 +6,9 @@ For each call site of ``libreyolo/kernels/attention/families.toml``, at its real
 float16 autocast, with no gradient:
 - **module**: the site's attention module, projections included, with ``fused_attn`` off and on;
 - **bare**: the attention kernels alone on the very q, k, v and mask tensors the fused module hands
-  to SDPA (recorded from one call): ``scaled_dot_product_attention`` against the family's manual
-  equation (scale on q or on the scores, the additive or boolean mask added before the softmax).
+  to SDPA (recorded from one call; ZipDepth's module makes two calls, both are timed):
+  ``scaled_dot_product_attention`` against the family's manual equation (scale on q or on the
+  scores, the additive or boolean mask added before the softmax).
 Each is timed with CUDA events, eagerly and as CUDA-graph replays (which leave only the GPU's
 work), median of ``--iters`` runs after a warm-up; caches stay warm (no L2 flush: both paths read
 the same tensors). Before timing, the fused module's output is checked against the manual one
@@ -37,7 +38,7 @@ from libreyolo.kernels.attention.evidence import prepared  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402
 
 TARGET = 0.9
-SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected")
+SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected", "global_tokens")
 
 
 def autocast():
@@ -74,13 +75,13 @@ def time_graph_ms(step, iters: int, warmup: int = 3) -> list[float]:
     return time_ms(graph.replay, iters)
 
 
-def recorded_sdpa_inputs(module, args, kwargs) -> dict:
-    """The q, k, v, mask and scale the fused module passes to SDPA, from one call."""
-    seen = {}
+def recorded_sdpa_calls(module, args, kwargs) -> list[dict]:
+    """The q, k, v, mask and scale of every SDPA call the fused module makes, from one call."""
+    calls = []
     real = nn_attention.sdpa
 
     def record(q, k, v, attn_mask=None, scale=None):
-        seen.update(q=q, k=k, v=v, attn_mask=attn_mask, scale=scale)
+        calls.append(dict(q=q, k=k, v=v, attn_mask=attn_mask, scale=scale))
         return real(q, k, v, attn_mask=attn_mask, scale=scale)
 
     nn_attention.sdpa = record
@@ -90,28 +91,33 @@ def recorded_sdpa_inputs(module, args, kwargs) -> dict:
             module(*args, **kwargs)
     finally:
         nn_attention.sdpa = real
-    return seen
+    return calls
 
 
-def bare_steps(site, q, k, v, attn_mask, scale):
-    """(manual, sdpa) closures: the family's equation and SDPA on the same tensors."""
+def _manual(site, q, k, v, attn_mask, scale):
+    if site.module in SCALE_ON_SCORES:
+        scores = (q @ k.transpose(-2, -1)) * scale
+    else:
+        scores = (q * scale) @ k.transpose(-2, -1)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return scores.softmax(-1) @ v
+
+
+def bare_steps(site, calls):
+    """(manual, sdpa) closures: the family's equation and SDPA on the same tensors, for every
+    SDPA call the module makes."""
 
     def manual():
         with torch.no_grad():
-            if site.module in SCALE_ON_SCORES:
-                scores = (q @ k.transpose(-2, -1)) * scale
-            else:
-                scores = (q * scale) @ k.transpose(-2, -1)
-            if attn_mask is not None and attn_mask.dtype == torch.bool:
-                scores = scores.masked_fill(~attn_mask, float("-inf"))
-            elif attn_mask is not None:
-                scores = scores + attn_mask
-            return scores.softmax(-1) @ v
+            return [_manual(site, **call) for call in calls]
 
     def fused():
         with torch.no_grad():
-            return torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, scale=scale)
+            return [torch.nn.functional.scaled_dot_product_attention(
+                c["q"], c["k"], c["v"], attn_mask=c["attn_mask"], scale=c["scale"]) for c in calls]
 
     return manual, fused
 
@@ -139,8 +145,7 @@ def bench_site(site, iters: int) -> dict:
     fused_module = module_step(module, args, kwargs, True)
     result = {"site": site.id, "batch": site.batch, "tokens": site.tokens, "dim": site.dim,
               "heads": site.heads, "check_relative_diff": check(site, manual_module, fused_module)}
-    seen = recorded_sdpa_inputs(module, args, kwargs)
-    manual_bare, fused_bare = bare_steps(site, **seen)
+    manual_bare, fused_bare = bare_steps(site, recorded_sdpa_calls(module, args, kwargs))
     steps = {"module_manual": manual_module, "module_fused": fused_module,
              "bare_manual": manual_bare, "bare_sdpa": fused_bare}
     for name, step in steps.items():

@@ -25,6 +25,7 @@ from libreyolo.kernels.attention import manual_attention_required
 sdpa = F.scaled_dot_product_attention
 
 __all__ = [
+    "GlobalTokenAttention",
     "ProjectedAttention",
     "QKVAttention",
     "SeparateProjAttention",
@@ -366,6 +367,56 @@ class ProjectedAttention(_Flagged):
         return self.out_proj(out.transpose(1, 2).contiguous().reshape(B, N, C))
 
 
+class GlobalTokenAttention(_Flagged):
+    """ZipDepth's ``EfficientGlobalAttention`` (fabiotosi92/ZipDepth ``zipdepth/model/
+    architecture.py``): two cross-attentions through a few learned tokens. The tokens attend to
+    the feature map, ``softmax((q_tok @ k_sp^T) * s) @ v_sp``; then the feature map attends to the
+    updated tokens, ``softmax((q_sp @ k_tok^T) * s) @ tokens``; a 1x1 conv, BatchNorm and the
+    residual close it. Projections are 1x1 convs on the map, linears on the tokens.
+
+    ``forward(x)``: ``x`` is (B, dim, H, W).
+    """
+
+    def __init__(self, dim: int, num_tokens: int = 8, num_heads: int = 4,
+                 fused_attn: bool = False):
+        super().__init__(fused_attn)
+        _positive(num_tokens=num_tokens)
+        self.num_tokens = num_tokens
+        self.num_heads = num_heads
+        self.head_dim = _heads(dim, num_heads)
+        self.scale = self.head_dim ** -0.5
+        self.tokens = nn.Parameter(torch.randn(1, num_tokens, dim))
+        nn.init.trunc_normal_(self.tokens, std=0.02)
+        self.q_tokens = nn.Linear(dim, dim, bias=False)
+        self.kv_spatial = nn.Conv2d(dim, dim * 2, 1, bias=False)
+        self.q_spatial = nn.Conv2d(dim, dim, 1, groups=num_heads, bias=False)
+        self.k_proj_tokens = nn.Linear(dim, dim, bias=False)
+        self.proj_out = nn.Conv2d(dim, dim, 1)
+        self.norm = nn.BatchNorm2d(dim)
+
+    def _attend(self, q, k, v):
+        if self._use_fused():
+            return sdpa(q, k, v, scale=self.scale)
+        return F.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1) @ v
+
+    def _token_heads(self, projected: torch.Tensor, B: int) -> torch.Tensor:
+        return projected.reshape(1, self.num_tokens, self.num_heads, self.head_dim).permute(
+            0, 2, 1, 3).expand(B, -1, -1, -1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, C, H, W = x.shape
+        N = H * W
+        k_sp, v_sp = self.kv_spatial(x).reshape(B, 2, C, N).permute(1, 0, 2, 3)
+        k_sp = k_sp.view(B, self.num_heads, self.head_dim, N).transpose(-1, -2)
+        v_sp = v_sp.view(B, self.num_heads, self.head_dim, N).transpose(-1, -2)
+        tokens = self._attend(self._token_heads(self.q_tokens(self.tokens), B), k_sp, v_sp)
+        q_sp = self.q_spatial(x).reshape(B, C, N).view(B, self.num_heads, self.head_dim,
+                                                       N).transpose(-1, -2)
+        out = self._attend(q_sp, self._token_heads(self.k_proj_tokens(self.tokens), B), tokens)
+        out = out.transpose(1, 2).reshape(B, N, C).transpose(1, 2).reshape(B, C, H, W)
+        return x + self.norm(self.proj_out(out))
+
+
 def module_for_site(site, *, fused_attn: bool = False) -> nn.Module:
     """The module that computes call site ``site`` (a ``families.Site``), freshly initialized."""
     if site.module == "qkv":
@@ -382,4 +433,7 @@ def module_for_site(site, *, fused_attn: bool = False) -> nn.Module:
         return SeparateProjAttention(site.dim, site.heads, fused_attn=fused_attn)
     if site.module == "projected":
         return ProjectedAttention(site.dim, site.heads, site.scale_at, fused_attn=fused_attn)
+    if site.module == "global_tokens":
+        return GlobalTokenAttention(site.dim, site.learned_tokens, site.heads,
+                                    fused_attn=fused_attn)
     raise ValueError(f"site: unknown module kind {site.module!r}")

@@ -188,13 +188,36 @@ def upstream_siglip2(m, x, attention_mask=None, moved=False):
     return m.out_proj(attn_output.reshape(batch_size, seq_length, embed_dim).contiguous())
 
 
+def upstream_zipdepth(m, x, moved=False):
+    """fabiotosi92/ZipDepth zipdepth/model/architecture.py ``EfficientGlobalAttention.forward``."""
+    def scores(q, k):
+        return (q * m.scale) @ k.transpose(-2, -1) if moved else (q @ k.transpose(-2, -1)) * m.scale
+
+    B, C, H, W = x.shape
+    N = H * W
+    kv = m.kv_spatial(x).reshape(B, 2, C, N).permute(1, 0, 2, 3)
+    k_sp, v_sp = kv[0], kv[1]
+    k_sp = k_sp.view(B, m.num_heads, m.head_dim, N).transpose(-1, -2)
+    v_sp = v_sp.view(B, m.num_heads, m.head_dim, N).transpose(-1, -2)
+    q_tok = (m.q_tokens(m.tokens).reshape(1, m.num_tokens, m.num_heads, m.head_dim)
+             .permute(0, 2, 1, 3).expand(B, -1, -1, -1))
+    tokens_updated = nn.functional.softmax(scores(q_tok, k_sp), dim=-1) @ v_sp
+    q_sp = m.q_spatial(x).reshape(B, C, N).view(B, m.num_heads, m.head_dim, N).transpose(-1, -2)
+    k_tok = (m.k_proj_tokens(m.tokens).reshape(1, m.num_tokens, m.num_heads, m.head_dim)
+             .permute(0, 2, 1, 3).expand(B, -1, -1, -1))
+    attn_s2t = nn.functional.softmax(scores(q_sp, k_tok), dim=-1)
+    out = attn_s2t @ tokens_updated
+    out = out.transpose(1, 2).reshape(B, N, C).transpose(1, 2).reshape(B, C, H, W)
+    return x + m.norm(m.proj_out(out))
+
+
 def upstream_projected(m, *args, **kwargs):
     return (upstream_bert if m.scale_at == "divide" else upstream_siglip2)(m, *args, **kwargs)
 
 
 UPSTREAM = {"qkv": upstream_timm, "window": upstream_swin, "spatial_reduction": upstream_segformer,
             "tinyvit": upstream_tinyvit, "separate_proj": upstream_owlv2,
-            "projected": upstream_projected}
+            "projected": upstream_projected, "global_tokens": upstream_zipdepth}
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

@@ -72,6 +72,8 @@ def prepared(site: Site, *, dtype: torch.dtype, device: str | torch.device, seed
         kwargs["attention_mask"] = padding.to(device)
     if site.module == "spatial_reduction":
         args += list(site.grid)
+    if site.module == "global_tokens":  # a (B, C, H, W) feature map
+        args[0] = x.transpose(1, 2).reshape(site.batch, site.dim, *site.grid)
     return module, args, kwargs
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 FAMILIES_FILE = Path(__file__).with_name("families.toml")
 EVIDENCE_FILE = Path(__file__).with_name("evidence.toml")
-MODULE_KINDS = ("qkv", "window", "spatial_reduction", "tinyvit", "separate_proj", "projected")
+MODULE_KINDS = ("qkv", "window", "spatial_reduction", "tinyvit", "separate_proj", "projected",
+                "global_tokens")
 MASKS = ("none", "shifted_window", "local", "padding", "causal_padding", "additive_padding")
 PUBLISHED = ("sdpa", "flag", "flag-on")
 
@@ -40,6 +41,7 @@ class Site:
     sr_ratio: int | None = None
     kernel: tuple[int, int] | None = None
     scale_at: str | None = None
+    learned_tokens: int | None = None
 
     @property
     def id(self) -> str:
