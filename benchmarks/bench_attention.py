@@ -13,7 +13,7 @@ Each is timed with CUDA events, eagerly and as CUDA-graph replays (which leave o
 work), median of ``--iters`` runs after a warm-up; caches stay warm (no L2 flush: both paths read
 the same tensors). Before timing, the fused module's output is checked against the manual one
 (largest difference at most 2e-2 of the largest magnitude: a sanity check; the bounded contract
-is ``tests/attention/test_fused_conformance.py --gpu``).
+is ``tests/attention/test_fused_conformance.py`` on a CUDA machine).
 
 Target (issue 19): at every call site the time the module saves per call is at least 90% of the
 time the bare kernels save. Writes the raw numbers as JSON and prints a markdown table. Expected

@@ -1,8 +1,9 @@
 """The fused path of every flag family's call sites meets the bounded contract against its manual
 path, and the contract rejects every broken SDPA (``fused_parity.CONTROLS``).
 
-On CPU the sites run at the evidence sizes (``evidence.limited``) in float32 and bfloat16; with
-``--gpu`` on a CUDA machine they run at their real sizes in float32, float16 and bfloat16.
+On CPU the sites run at the evidence sizes (``evidence.limited``) in float32 and bfloat16; on a
+CUDA machine (marker ``gpu``, skipped without a device) they also run at their real sizes in
+float32, float16 and bfloat16.
 """
 
 from __future__ import annotations
