@@ -81,7 +81,11 @@ def recorded_sdpa_calls(module, args, kwargs) -> list[dict]:
     real = nn_attention.sdpa
 
     def record(q, k, v, attn_mask=None, scale=None):
-        calls.append(dict(q=q, k=k, v=v, attn_mask=attn_mask, scale=scale))
+        # a float mask as autocast hands it to SDPA: in the query's dtype
+        mask = attn_mask
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)
+        calls.append(dict(q=q, k=k, v=v, attn_mask=mask, scale=scale))
         return real(q, k, v, attn_mask=attn_mask, scale=scale)
 
     nn_attention.sdpa = record
