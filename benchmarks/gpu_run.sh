@@ -67,6 +67,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/attention/test_triton_cuda.py tests/quant tests/kernels/quant/test_triton_provider.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
+    bench-attn)
+        run bench-attn 180 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" ;;
     bench-msda)
         run bench-msda 180 python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
