@@ -18,8 +18,8 @@ def tagged(tag):
 
 
 @pytest.fixture
-def two_fast_impls():
-    register(SLOT, tagged("ref"), name="reference")
+def two_fast_impls(stub_reference):
+    stub_reference(SLOT, tagged("ref"))
     register(SLOT, tagged("triton"), name="triton")
     register(SLOT, tagged("hub"), name="hub")
 
