@@ -6,7 +6,8 @@ view of the input, the value grid, where scales come from, and how wide a *unit*
 that share one computed scale, or simply a tile row) is. ``launch.py`` turns a plan into launches.
 
 Planning reads no tensor data except where the shared validators do (user-given scales and zero
-points), and copies nothing, so the provider's ``accepts`` can plan to validate.
+points, once per tensor version), and copies nothing, so the provider's ``accepts`` plans to
+validate and hands the plan to the call (a ``Prepared``): one validation per call.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from enum import IntEnum
 
 import torch
 
+from libreyolo.kernels.prepared import Prepared
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -97,7 +99,7 @@ class Grid:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Prepared):
     """One fake-quantization as the kernel sees it (see the module docstring)."""
 
     x: torch.Tensor  # the input as given (launch makes it contiguous)
