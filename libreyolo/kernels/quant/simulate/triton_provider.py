@@ -61,9 +61,10 @@ def decline_reason(plan: Plan) -> str | None:
     wide_group = plan.scale_source == ScaleSource.FROM_AMAX and plan.amax_from == AmaxFrom.UNIT
     if wide_group and plan.unit > MAX_UNIT:
         return f"groups of {plan.unit} columns: one program holds at most {MAX_UNIT}"
-    if interpreting() and x.device.type != "cpu":
-        return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
-    if not interpreting() and x.device.type != "cuda":
+    if interpreting():
+        if x.device.type != "cpu":
+            return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
+    elif x.device.type != "cuda":
         return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
     return None
 
