@@ -67,6 +67,22 @@ def ran():
     registry.clear_cache()
 
 
+def in_steady_state(step) -> None:
+    """Run ``step`` where any host synchronization raises (after the caller's warm-up)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_negative_control_a_synchronizing_step_is_caught():
+    x = torch.ones(4, device="cuda")
+    with pytest.raises(RuntimeError, match="synchroniz"):
+        in_steady_state(lambda: x.sum().item())
+
+
 def _call(slot: str, args: tuple, kwargs: dict, backward: bool):
     out = dispatch(slot, *args, **kwargs)
     if backward and out is not None and out.requires_grad:
@@ -85,13 +101,8 @@ def test_a_steady_state_call_does_not_synchronize(slot, name, case, ran, monkeyp
                  and isinstance(a, torch.Tensor) and a.is_floating_point() else a
                  for i, a in enumerate(inputs.args))
     _call(slot, args, inputs.kwargs, backward)  # warm-up: may compile and read scales
-    torch.cuda.synchronize()
     ran.clear()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        _call(slot, args, inputs.kwargs, backward)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    in_steady_state(lambda: _call(slot, args, inputs.kwargs, backward))
     assert ran[:1] == [name], f"{slot}: ran {ran}, not {name}"
 
 
@@ -122,11 +133,6 @@ def test_ms_deform_attn_module_forward_and_backward_do_not_synchronize(layout, r
         module(query, points, value, shapes).sum().backward()
 
     step()
-    torch.cuda.synchronize()
     ran.clear()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    in_steady_state(step)
     assert ran == ["triton"]
