@@ -124,6 +124,8 @@ raw_values = _raw_reader()
 
 def interpreting() -> bool:
     """Triton kernels run on CPU tensors through the interpreter (a test mode)."""
+    if raw_values()[2] is None:  # unset, the common case: no KeyError raised (``_raw_reader``)
+        return False
     return (os.environ.get(TRITON_INTERPRET) or "").strip().lower() in _TRITON_TRUE
 
 
