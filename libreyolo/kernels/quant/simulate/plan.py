@@ -12,6 +12,7 @@ validate and hands the plan to the call (a ``Prepared``): one validation per cal
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
@@ -89,11 +90,14 @@ class Grid:
     emin: int = 0
     fmax: float = 0.0
 
+    # Memoized: a grid is immutable, and building one costs a frozen dataclass's __init__ per call.
     @classmethod
+    @functools.cache
     def integers(cls, qmin: int, qmax: int) -> Grid:
         return cls(False, qmin=float(qmin), qmax=float(qmax))
 
     @classmethod
+    @functools.cache
     def of(cls, fmt: FloatFormat) -> Grid:
         return cls(True, mbits=fmt.mantissa_bits, emin=fmt.min_normal_exponent, fmax=fmt.max_value)
 
