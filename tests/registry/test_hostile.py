@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from test_imports import run_python
 
 from libreyolo.kernels import (
     KernelDisabledWarning,
@@ -243,3 +244,26 @@ def test_a_predicate_names_the_part_of_its_condition_that_failed():
 def test_registrations_say_where_they_came_from():
     assert register(NO_REF, lambda *a: None, name="mine").origin == "caller"
     assert registry.candidates(WITH_REF)[-1].origin == "in-tree"
+
+
+def test_the_resolved_in_tree_ms_deform_attn_gives_none_for_an_input_it_declines(tmp_path):
+    # before: resolve() returned ms_deform_attn_triton itself, which raises ValueError on an
+    # input its accepts() declines (here float64, which only the portable path computes)
+    seen = run_python(
+        """
+        import json, torch
+        from libreyolo.kernels import resolve
+        call = resolve("ms_deform_attn")
+        args = (torch.zeros(1, 4, 1, 2, dtype=torch.float64), torch.tensor([[2, 2]]),
+                torch.zeros(1, 1, 1, 1, 1, 2, dtype=torch.float64),
+                torch.ones(1, 1, 1, 1, 1, dtype=torch.float64))
+        try:
+            out = call(*args)
+        except ValueError as exc:
+            out = f"ValueError: {exc}"
+        print(json.dumps({"name": call.implementation.name, "out": out}))
+        """,
+        tmp_path,
+        {"TRITON_INTERPRET": "1", "LIBREYOLO_KERNELS": "triton"},
+    )
+    assert seen == {"name": "triton", "out": None}
