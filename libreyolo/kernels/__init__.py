@@ -1,9 +1,11 @@
 """The kernel registry: slots, their references and the accelerated implementations on top.
 
 Importing this package imports neither triton nor the ``kernels`` package: accelerated
-providers load lazily, on the first resolution. ``docs/kernels.md`` describes the behaviour.
+providers (in-tree, entry points of the group ``libreyolo.kernels``, the ``libreyolo_kernels``
+package) load lazily, on the first resolution. ``docs/kernels.md`` describes the behaviour.
 """
 
+from .prepared import Prepared
 from .registry import (
     REFERENCE,
     Implementation,
@@ -31,6 +33,7 @@ __all__ = [
     "KernelDisabledWarning",
     "NoImplementationError",
     "PredicateWarning",
+    "Prepared",
     "SelectionWarning",
     "Slot",
     "active",

@@ -3,29 +3,84 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import json
+import platform
 import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
 
 from . import settings
-from .registry import explain
+from .providers import IN_TREE, PACKAGE
+from .registry import Implementation, awaiting_record, explain, loading
 from .slots import SLOTS
 
+#: A source checkout has the conformance suite and its parity records beside the package.
+CHECKOUT = Path(__file__).resolve().parents[2]
 
-def report() -> dict:
-    """Settings in effect and, per slot, its implementations newest first with their status."""
+
+def versions() -> dict[str, str | None]:
+    """Python, torch, triton (without importing it), CUDA and the GPU (None: absent)."""
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    cuda = torch.cuda.is_available()
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton,
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if cuda else None}
+
+
+def record_states() -> Callable[[Implementation], str | None]:
+    """A function giving an implementation's parity-record state: ``green``, ``stale`` (the
+    record checked other sources), ``not green`` (it failed, or is partial or dirty),
+    ``awaiting`` (listed in awaiting_record.toml), ``none``; ``unknown`` outside a source
+    checkout (an installed package carries no records); None for a reference."""
+    if not (CHECKOUT / "conformance" / "records").is_dir():
+        return lambda impl: None if impl.is_reference else "unknown"
+    # The records and the rule that judges them belong to the suite, which only a checkout has.
+    from conformance import gate, records
+
+    def state(impl: Implementation) -> str | None:
+        if impl.is_reference:
+            return None
+        if f"{impl.op}/{impl.name}" in awaiting_record():
+            return "awaiting"
+        record = records.load(impl.op, impl.name) if impl.origin == IN_TREE else None
+        if record is None:
+            return "none"
+        target = gate.Target(impl.op, impl.name, impl.sources)
+        digest = gate.current_digest(target)
+        if record.get("source_digest") != digest:
+            return "stale"
+        return "green" if gate.record_problem(target, record, digest) is None else "not green"
+
+    return state
+
+
+def report(*, records: bool = False) -> dict:
+    """Settings in effect and, per slot, its implementations newest first with their status
+    (with ``records``: versions, and each implementation's parity-record state)."""
+    state = record_states() if records else None
     slots = {}
     for slot in SLOTS:
         rows = explain(slot.name)
         selected = next((impl.name for impl, reason in rows if reason is None), None)
-        slots[slot.name] = {
-            "reference": slot.reference,
-            "selected": selected or "unavailable",
-            "implementations": [
-                {"name": impl.name, "eligible": reason is None, "reason": reason}
-                for impl, reason in rows
-            ],
-        }
-    return {"settings": settings.in_effect(), "slots": slots}
+        implementations = []
+        for impl, reason in rows:
+            row = {"name": impl.name, "eligible": reason is None, "reason": reason,
+                   "origin": impl.origin}
+            if state is not None:
+                row["record"] = state(impl)
+            implementations.append(row)
+        slots[slot.name] = {"reference": slot.reference, "selected": selected or "unavailable",
+                            "implementations": implementations}
+    data = {"settings": settings.in_effect(), "slots": slots}
+    if records:
+        data = {"versions": versions(), **data}
+    return data
 
 
 def _print_text(data: dict) -> None:
@@ -43,14 +98,24 @@ def _print_text(data: dict) -> None:
                 status = "eligible"
             else:
                 status = f"declines: {impl['reason']}"
-            print(f"  {impl['name']:<16} {status}")
+            print(f"  {impl['name']:<16} {impl['origin']:<12} {status}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m libreyolo.kernels", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON, with versions and parity-record states")
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="PKG",
+                        help="import PKG first, so the implementations it registers are shown "
+                             "(repeatable)")
     args = parser.parse_args(argv)
-    data = report()
+    for module in args.imports:
+        try:
+            with loading(PACKAGE):
+                importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - reported as the argument's error
+            parser.error(f"--import {module}: {type(exc).__name__}: {exc}")
+    data = report(records=args.json)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         print()

@@ -27,9 +27,11 @@ def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
     try:
-        return _entry_point(name)
+        entry = _entry_point(name)
     except ValueError as exc:
         raise AttributeError(str(exc)) from None
+    globals()[name] = entry  # later lookups find it directly, without this hook
+    return entry
 
 
 def __dir__() -> list[str]:

@@ -3,21 +3,32 @@
 In-tree provider modules register their implementations when imported. Each import is
 attempted on its own: a provider that fails to import (a missing optional dependency, a broken
 install) never hides the others. A missing optional dependency is silent — it is a fallback, not
-an error; any other import failure warns once. An installed out-of-tree package
-``libreyolo_kernels`` is imported the same way and registers itself.
+an error; any other import failure warns once. Out-of-tree backends come the same way, after
+the in-tree ones: each entry point of the group ``libreyolo.kernels`` (its value a module to
+import, or a callable to call), then an installed package ``libreyolo_kernels``, which registers
+itself.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import types
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 IN_TREE_PROVIDERS: tuple[str, ...] = (
     "libreyolo.kernels.quant.simulate.triton_provider",
     "libreyolo.kernels.attention.ms_deform_attn.triton_provider",
 )
 THIRD_PARTY_PACKAGE = "libreyolo_kernels"
+ENTRY_POINT_GROUP = "libreyolo.kernels"
+#: Where a registration came from (``Implementation.origin``): a provider of this repository, an
+#: entry point, the ``libreyolo_kernels`` package (or one the CLI's ``--import`` names), or any
+#: other caller of ``register``.
+IN_TREE, ENTRY_POINT, PACKAGE, CALLER = "in-tree", "entry point", "package", "caller"
 OPTIONAL_DEPENDENCIES = frozenset({"triton", "kernels"})
 
 
@@ -25,15 +36,28 @@ class ProviderImportWarning(RuntimeWarning):
     """A provider module could not be imported; the others and the references still work."""
 
 
-def _import(module: str) -> None:
+def _attempt(what: str, load: Callable[[], object]) -> None:
     try:
-        importlib.import_module(module)
+        load()
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] in OPTIONAL_DEPENDENCIES:
             return
-        _warn(module, exc)
+        _warn(what, exc)
     except Exception as exc:  # noqa: BLE001 - a broken provider must not break the others
-        _warn(module, exc)
+        _warn(what, exc)
+
+
+def _import(module: str) -> None:
+    _attempt(module, lambda: importlib.import_module(module))
+
+
+def _load_entry_point(entry_point: importlib.metadata.EntryPoint) -> None:
+    """Its value imported; a callable (``module:function``) is then called, with no argument."""
+    loaded = entry_point.load()
+    if not isinstance(loaded, types.ModuleType):
+        if not callable(loaded):
+            raise TypeError(f"entry point {entry_point.value!r} is neither a module nor callable")
+        loaded()
 
 
 def _warn(module: str, exc: BaseException) -> None:
@@ -45,9 +69,16 @@ def _warn(module: str, exc: BaseException) -> None:
     )
 
 
-def import_providers() -> None:
-    """Import every in-tree provider, then ``libreyolo_kernels`` if it is installed."""
-    for module in IN_TREE_PROVIDERS:
-        _import(module)
+def import_providers(loading: Callable[[str], AbstractContextManager]) -> None:
+    """Import every in-tree provider, then the entry points of ``libreyolo.kernels``, then
+    ``libreyolo_kernels`` if it is installed; ``loading(origin)`` tags their registrations."""
+    with loading(IN_TREE):
+        for module in IN_TREE_PROVIDERS:
+            _import(module)
+    with loading(ENTRY_POINT):
+        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            _attempt(f"entry point {entry_point.name} = {entry_point.value}",
+                     lambda entry_point=entry_point: _load_entry_point(entry_point))
     if importlib.util.find_spec(THIRD_PARTY_PACKAGE) is not None:
-        _import(THIRD_PARTY_PACKAGE)
+        with loading(PACKAGE):
+            _import(THIRD_PARTY_PACKAGE)

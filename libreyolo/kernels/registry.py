@@ -1,38 +1,47 @@
 """The runtime registry: which implementation of a slot runs, and why the others do not.
 
-Implementations are kept newest first; the reference (name ``reference``) always sits last,
-whatever the order of registration. Eligibility has two levels:
+Implementations are kept newest first; the reference (name ``reference``, registered by the
+registry itself from the slot catalogue) always sits last. Eligibility has two levels:
 
 * the *predicate* (zero arguments, memoized): can this implementation run here at all
-  (CUDA present, triton importable, a setting)?
+  (CUDA present, triton importable, a setting)? It returns True, or False or a reason string;
 * *accepts* (called with the slot's arguments): does it take this input? It returns ``None`` to
-  take it or a reason string to decline; a declined input goes to the next implementation.
+  take it, a reason string to decline, or a ``Prepared`` plan to take it with the validation and
+  planning done once: the call then gets it as ``prepared=``. A declined input goes to the next
+  implementation.
 
-Every mutation bumps a generation counter that invalidates memoized resolution, so a
-registration takes effect on the next call without ``clear_cache()``; the selection settings
-are part of the cache key, so a change of them is honoured too. One lock guards all state.
+The environment's part of the decision (slot, selection settings, interpreter, registry
+generation) keys a cache of each slot's eligible implementations, so a steady-state call costs a
+dictionary lookup, the implementation's ``accepts`` and the implementation; an implementation
+that plans an input caches its own plans by what decides them (shapes, dtypes, devices, layout,
+capture state). Every mutation bumps the generation, so a registration takes effect on the next
+call. One lock guards all state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import os
 import threading
 import tomllib
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from . import providers, settings
+from .prepared import Prepared
+from .providers import CALLER, IN_TREE
 from .slots import SLOTS, get_slot
 
-REFERENCE = "reference"
+REFERENCE = settings.REFERENCE
 
-# ValueError and TypeError report bad input: they propagate from every implementation. Anything
-# else raised by an accelerated implementation (a compile, load or launch failure) disables it.
+# Bad input is reported by ValueError and TypeError. Which of them an implementation's error is
+# (bad input, or its own bug) is decided by the slot's judge: the reference, or the validator.
 INPUT_ERRORS = (ValueError, TypeError)
 
 
@@ -45,7 +54,7 @@ class PredicateWarning(RuntimeWarning):
 
 
 class SelectionWarning(UserWarning):
-    """``LIBREYOLO_KERNELS`` names no registered implementation."""
+    """``LIBREYOLO_KERNELS`` names an unknown slot, or no registered implementation."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,9 +64,10 @@ class Implementation:
     op: str
     name: str
     fn: Callable
-    predicate: Callable[[], bool] | None = None
-    accepts: Callable[..., str | None] | None = None
+    predicate: Callable[[], bool | str] | None = None
+    accepts: Callable[..., str | Prepared | None] | None = None
     sources: tuple[str, ...] = field(default=())
+    origin: str = CALLER
 
     @property
     def is_reference(self) -> bool:
@@ -70,9 +80,10 @@ class NoImplementationError(LookupError):
 
 _lock = threading.RLock()
 _load_lock = threading.RLock()
+_loading = threading.local()  # .origin: the origin of registrations made by a provider import
 _impls: dict[str, list[Implementation]] = {slot.name: [] for slot in SLOTS}
 _generation = 0
-_resolved: dict[tuple[str, settings.Selection, bool], tuple[int, tuple[Implementation, ...]]] = {}
+_resolved: dict[tuple, tuple[int, tuple[Implementation, ...]]] = {}
 _predicate_results: dict[Implementation, str | None] = {}
 _failures: dict[Implementation, str] = {}
 _warned: set[tuple[str, object]] = set()
@@ -89,72 +100,124 @@ def _default_sources(impl: Callable) -> tuple[str, ...]:
     return (path,) if path else ()
 
 
+def _checked_sources(sources: Iterable[str] | None, impl: Callable) -> tuple[str, ...]:
+    if sources is None:
+        return _default_sources(impl)
+    if isinstance(sources, (str, bytes, os.PathLike)) or not isinstance(sources, Iterable):
+        raise TypeError(f"sources: expected an iterable of paths, got {sources!r}")
+    paths = tuple(sources)
+    for path in paths:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"sources: expected paths (str or os.PathLike), got {path!r}")
+    return tuple(os.fspath(path) for path in paths)
+
+
+def _checked_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name: expected a non-empty string, got {name!r}")
+    name = name.strip().lower()
+    if name == REFERENCE:
+        raise ValueError("name: 'reference' is the slot's reference, declared in "
+                         "libreyolo/kernels/slots.py; it cannot be registered or unregistered")
+    return name
+
+
+def _origin(impl: Callable) -> str:
+    """The provider import in progress decides; else a function of this package is in-tree."""
+    origin = getattr(_loading, "origin", None)
+    if origin is not None:
+        return origin
+    module = getattr(impl, "__module__", None) or ""
+    return IN_TREE if module.split(".")[0] == "libreyolo" else CALLER
+
+
+@contextlib.contextmanager
+def loading(origin: str) -> Iterator[None]:
+    """Registrations made inside come from ``origin`` (used by ``providers``)."""
+    previous = getattr(_loading, "origin", None)
+    _loading.origin = origin
+    try:
+        yield
+    finally:
+        _loading.origin = previous
+
+
 def register(
     op: str,
     impl: Callable,
     *,
     name: str,
-    predicate: Callable[[], bool] | None = None,
-    accepts: Callable[..., str | None] | None = None,
+    predicate: Callable[[], bool | str] | None = None,
+    accepts: Callable[..., str | Prepared | None] | None = None,
     sources: Iterable[str] | None = None,
 ) -> Implementation:
     """Register ``impl`` for slot ``op`` under ``name``, as the newest implementation.
 
-    A name already registered in that slot is replaced (and becomes newest). ``predicate``
-    says whether the implementation can run in this environment; ``accepts`` whether it takes a
-    given input (``None``) or why not (a string). ``sources`` are the files its numbers depend
-    on, for the parity records' digest (default: the file defining ``impl``).
+    A name already registered in that slot is replaced (and becomes newest); ``reference`` is
+    the slot's own and cannot be registered. ``predicate`` says whether the implementation can
+    run in this environment; ``accepts`` whether it takes a given input (see the module
+    docstring). ``sources`` are the files its numbers depend on, for the parity records' digest
+    (an iterable of paths; default: the file defining ``impl``).
     """
-    global _generation
     get_slot(op)
     if not callable(impl):
         raise TypeError(f"impl: expected a callable, got {type(impl).__name__}")
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name: expected a non-empty string, got {name!r}")
+    name = _checked_name(name)
     for argument, value in (("predicate", predicate), ("accepts", accepts)):
         if value is not None and not callable(value):
             raise TypeError(f"{argument}: expected a callable or None, got {type(value).__name__}")
-    if name.strip().lower() != REFERENCE:
-        _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
-    entry = Implementation(
-        op,
-        name.strip().lower(),
-        impl,
-        predicate,
-        accepts,
-        tuple(sources) if sources is not None else _default_sources(impl),
-    )
-    with _lock:
-        entries = [e for e in _impls[op] if e.name != entry.name]
-        entries.insert(0, entry)
-        entries.sort(key=lambda e: e.is_reference)  # stable: the reference sinks to the end
-        _impls[op] = entries
-        _generation += 1
+    entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
+                           _origin(impl))
+    _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
+    _insert(entry)
     return entry
 
 
-def unregister(op: str, name: str) -> bool:
-    """Remove ``name`` from slot ``op``. Returns False, and changes nothing, for an unknown name."""
+def _insert(entry: Implementation) -> None:
+    with _lock:
+        entries = [e for e in _impls[entry.op] if e.name != entry.name]
+        _forget(e for e in _impls[entry.op] if e.name == entry.name)
+        entries.insert(0, entry)
+        entries.sort(key=lambda e: e.is_reference)  # stable: the reference sinks to the end
+        _impls[entry.op] = entries
+        _invalidate()
+
+
+def _forget(entries: Iterable[Implementation]) -> None:
+    """Drop what the registry remembers about replaced or removed entries (bounded state)."""
+    for entry in entries:
+        _failures.pop(entry, None)
+        _predicate_results.pop(entry, None)
+        _warned.discard(("predicate", entry))
+
+
+def _invalidate() -> None:
     global _generation
+    _generation += 1
+    _resolved.clear()
+
+
+def unregister(op: str, name: str) -> bool:
+    """Remove ``name`` from slot ``op``. Returns False, and changes nothing, for an unknown name;
+    ``reference`` cannot be removed."""
     get_slot(op)
-    name = name.strip().lower()
+    name = _checked_name(name)
     with _lock:
         before = _impls[op]
         after = [e for e in before if e.name != name]
         if len(after) == len(before):
             return False
+        _forget(e for e in before if e.name == name)
         _impls[op] = after
-        _generation += 1
+        _invalidate()
         return True
 
 
 def clear_cache() -> None:
     """Forget memoized resolution and predicate results (they are recomputed on demand)."""
-    global _generation
     with _lock:
-        _resolved.clear()
         _predicate_results.clear()
-        _generation += 1
+        _invalidate()
 
 
 def _ensure_loaded(selection: settings.Selection) -> None:
@@ -172,11 +235,12 @@ def _ensure_loaded(selection: settings.Selection) -> None:
             for slot in SLOTS:
                 reference = slot.load_reference()
                 if reference is not None:
-                    register(slot.name, reference, name=REFERENCE)
+                    _insert(Implementation(slot.name, REFERENCE, reference,
+                                           sources=_default_sources(reference), origin=IN_TREE))
             _references_loaded = True
         if not _providers_started and not selection.reference_only:
             _providers_started = True
-            providers.import_providers()
+            providers.import_providers(loading)
             _providers_loaded = True
 
 
@@ -189,17 +253,26 @@ def _warn_once(key: tuple[str, object], message: str, category: type[Warning]) -
 
 
 def _predicate_decline(impl: Implementation) -> str | None:
-    """Why the environment excludes ``impl`` (memoized), or None when it may run here."""
+    """Why the environment excludes ``impl`` (memoized), or None when it may run here.
+
+    A predicate returning a string names the part of its condition that failed; False gets the
+    predicate's name and the first line of its docstring.
+    """
     if impl.predicate is None:
         return None
     if impl in _predicate_results:
         return _predicate_results[impl]
     label = getattr(impl.predicate, "__qualname__", repr(impl.predicate))
     try:
-        reason = None if impl.predicate() else f"environment check {label}() is false"
-        doc = (inspect.getdoc(impl.predicate) or "").split("\n")[0]
-        if reason is not None and doc:
-            reason = f"{reason} ({doc.rstrip('.')})"
+        verdict = impl.predicate()
+        if isinstance(verdict, str) and verdict:
+            reason = f"environment check {label}(): {verdict}"
+        elif verdict and not isinstance(verdict, str):
+            reason = None
+        else:
+            reason = f"environment check {label}() is false"
+            doc = (inspect.getdoc(impl.predicate) or "").split("\n")[0]
+            reason = f"{reason} ({doc.rstrip('.')})" if doc else reason
     except Exception as exc:  # noqa: BLE001 - a raising predicate means "not eligible"
         reason = f"environment check {label}() raised {type(exc).__name__}: {exc}"
         _warn_once(
@@ -227,64 +300,97 @@ def _environment_decline(
 ) -> str | None:
     """Why the environment excludes ``impl``: the selection, a failure, its predicate, or (last:
     it could run here) a missing parity record, which only naming the implementation overrides."""
-    if not selection.allows(impl.name, impl.is_reference):
-        if selection.reference_only:
+    if not selection.allows(impl.op, impl.name, impl.is_reference):
+        choice = selection.choice(impl.op)
+        if choice == REFERENCE:
             return f"{selection.source} forces the reference"
-        return f"{selection.source}={selection.only} selects another implementation"
+        return f"{selection.source} selects {choice!r} for {impl.op}"
     if impl in _failures:
         return f"disabled after a failure: {_failures[impl]}"
     reason = _predicate_decline(impl)
     if reason is None and _awaits_record(impl, selection, by_name):
         reason = (
             "awaiting a green CUDA parity record (libreyolo/kernels/awaiting_record.toml); "
-            f"LIBREYOLO_KERNELS={impl.name} selects it anyway"
+            f"LIBREYOLO_KERNELS={impl.op}={impl.name} selects it anyway"
         )
     return reason
 
 
 def _awaits_record(impl: Implementation, selection: settings.Selection, by_name: bool) -> bool:
     """Listed as awaiting its record and not asked for by name (the interpreter is a test mode)."""
-    named = by_name or selection.only == impl.name
+    named = by_name or selection.choice(impl.op) == impl.name
     listed = f"{impl.op}/{impl.name}" in awaiting_record()
     return listed and not named and not settings.interpreting()
 
 
 def _warn_unknown_selection(selection: settings.Selection) -> None:
-    if selection.only is None:
-        return
+    """One warning per unknown slot, and per name no implementation (of that slot) has."""
     with _lock:
-        known = {e.name for entries in _impls.values() for e in entries}
-    if selection.only not in known:
+        known = {op: {e.name for e in entries} for op, entries in _impls.items()}
+    everywhere = set().union(*known.values())
+    for slot, choice in selection.per_slot:
+        if choice == REFERENCE:
+            continue
+        if slot not in known:
+            _warn_once(("selection-slot", slot),
+                       f"{selection.source} names the unknown slot {slot!r} (slots: "
+                       f"{', '.join(sorted(known))}); it is ignored", SelectionWarning)
+        elif choice not in known[slot]:
+            _warn_once(("selection", slot, choice),
+                       f"{selection.source}: {slot}={choice!r} names no registered implementation "
+                       f"of {slot} (registered: {', '.join(sorted(known[slot]))}); "
+                       "using its reference", SelectionWarning)
+    if selection.only is not None and selection.only not in everywhere:
         _warn_once(
             ("selection", selection.only),
             f"{selection.source}={selection.only!r} names no registered implementation "
-            f"(registered: {', '.join(sorted(known)) or 'none'}); using the references",
+            f"(registered: {', '.join(sorted(everywhere)) or 'none'}); using the references",
             SelectionWarning,
         )
 
 
-def candidates(op: str) -> list[Implementation]:
-    """The implementations that may run here for ``op``, newest first, reference last."""
+def _eligible(op: str) -> tuple[Implementation, ...]:
+    """The implementations that may run here for ``op``: a lookup in steady state."""
+    key = (op, *settings.raw_values())
+    cached = _resolved.get(key)
+    if cached is not None and cached[0] == _generation:
+        return cached[1]
     get_slot(op)
     selection = settings.selection()
     _ensure_loaded(selection)
     _warn_unknown_selection(selection)
-    key = (op, selection, settings.interpreting())
     with _lock:
-        cached = _resolved.get(key)
-        if cached is not None and cached[0] == _generation:
-            return list(cached[1])
         generation = _generation
         eligible = tuple(e for e in _impls[op] if _environment_decline(e, selection) is None)
         if generation == _generation:
             _resolved[key] = (generation, eligible)
-        return list(eligible)
+        return eligible
+
+
+def candidates(op: str) -> list[Implementation]:
+    """The implementations that may run here for ``op``, newest first, reference last."""
+    return list(_eligible(op))
 
 
 def resolve(op: str) -> Callable | None:
-    """The callable that would run for ``op`` (ignoring per-input checks), or None."""
-    eligible = candidates(op)
-    return eligible[0].fn if eligible else None
+    """A callable for slot ``op``, or None when no implementation may run here.
+
+    Calling it is ``dispatch(op, ...)``: the implementation that would run now
+    (``.implementation``) runs when it takes the input; an input it declines falls through to
+    the next implementation, and for a slot without a reference to ``None``, so the caller takes
+    its portable path. It never raises for a declined input.
+    """
+    eligible = _eligible(op)
+    if not eligible:
+        return None
+
+    def call(*args, **kwargs):
+        return dispatch(op, *args, **kwargs)
+
+    call.implementation = eligible[0]
+    call.__name__ = call.__qualname__ = f"{op}_via_{eligible[0].name}"
+    call.__doc__ = f"dispatch({op!r}, ...), starting at {eligible[0].name!r} (see resolve)."
+    return call
 
 
 def registered(op: str) -> list[Implementation]:
@@ -299,8 +405,8 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
     """Each registered implementation with the reason it declines (None: it would take it).
 
     Without arguments only the environment is considered; with the slot's arguments each
-    implementation's ``accepts`` is asked too; an ``accepts`` raising ValueError/TypeError (bad
-    input) propagates, as in ``dispatch``.
+    implementation's ``accepts`` is asked too, and one that raises is reported as such (never
+    raised: ``dispatch`` decides, with the slot's judge, whether the input or ``accepts`` is bad).
     """
     selection = settings.selection()
     with_input = bool(args or kwargs)
@@ -309,7 +415,10 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
         with _lock:
             reason = _environment_decline(impl, selection)
         if reason is None and with_input:
-            reason = _input_decline(impl, args, kwargs)
+            try:
+                reason = _input_decline(impl, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
+                reason = f"accepts() raised {type(exc).__name__}: {exc}"
         report.append((impl, reason))
     return report
 
@@ -319,7 +428,8 @@ def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
     arguments, why the environment excludes it.
 
     Asking by name selects it, as ``LIBREYOLO_KERNELS=name`` would: an implementation awaiting
-    its parity record is judged on its own checks (this is how the conformance suite asks).
+    its parity record is judged on its own checks (this is how the conformance suite asks). An
+    ``accepts`` raising ValueError/TypeError propagates: the suite judges the error itself.
     """
     name = name.strip().lower()
     for impl in registered(op):
@@ -327,85 +437,110 @@ def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
             with _lock:
                 reason = _environment_decline(impl, settings.selection(), by_name=True)
             if reason is None and (args or kwargs):
-                reason = _input_decline(impl, args, kwargs)
+                try:
+                    reason = _input_decline(impl, args, kwargs)
+                except INPUT_ERRORS:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one broken accepts() hides nothing
+                    reason = f"accepts() raised {type(exc).__name__}: {exc}"
             return reason
     return f"no implementation named {name!r} is registered for {op}"
 
 
 def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | None:
+    """``accepts``' answer as a reason (None: taken); a wrong kind of answer is a reason too."""
     if impl.accepts is None:
         return None
-    try:
-        return impl.accepts(*args, **kwargs)
-    except INPUT_ERRORS:
-        raise
-    except Exception as exc:  # noqa: BLE001 - one broken accepts() must not hide the rest
-        return f"accepts() raised {type(exc).__name__}: {exc}"
+    answer = impl.accepts(*args, **kwargs)
+    if answer is None or isinstance(answer, Prepared):
+        return None
+    return answer if isinstance(answer, str) else _bad_answer(answer)
+
+
+def _bad_answer(answer: object) -> str:
+    return (f"accepts() returned {answer!r} ({type(answer).__name__}); it must return None, a "
+            "reason string or a Prepared plan")
 
 
 def active() -> dict[str, str]:
     """Slot name to the name of the implementation that would run, or ``"unavailable"``."""
     return {
-        slot.name: (eligible[0].name if (eligible := candidates(slot.name)) else "unavailable")
+        slot.name: (eligible[0].name if (eligible := _eligible(slot.name)) else "unavailable")
         for slot in SLOTS
     }
 
 
-def _disable(impl: Implementation, exc: BaseException) -> None:
-    global _generation
+def _disable(impl: Implementation, what: str) -> None:
     with _lock:
-        if impl in _failures:
+        if impl in _failures or impl not in _impls[impl.op]:
             return
-        _failures[impl] = f"{type(exc).__name__}: {exc}"
-        _generation += 1
+        _failures[impl] = what
+        _invalidate()
     warnings.warn(
-        f"libreyolo.kernels: {impl.op}/{impl.name} failed ({type(exc).__name__}: {exc}) and is "
-        "disabled for the rest of the process; the next implementation takes over",
+        f"libreyolo.kernels: {impl.op}/{impl.name} failed ({what}) and is disabled for the rest "
+        "of the process; the next implementation takes over",
         KernelDisabledWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
+def _judge(op: str, args: tuple, kwargs: dict) -> None:
+    """Raise the slot's own error if the input is bad (slots without a reference: their
+    validator, if they declare one); return if it is fine."""
+    validator = get_slot(op).load_validator()
+    if validator is not None:
+        validator(*args, **kwargs)
+
+
 def dispatch(op: str, *args, **kwargs):
-    """Run ``op`` on the first eligible implementation that accepts these arguments.
+    """Run ``op`` on the first eligible implementation that takes these arguments.
 
     Slots without a reference return None when every implementation declines, so the caller
-    keeps its portable path. ``accepts`` raising ValueError/TypeError reports bad input: it
-    propagates. An accelerated implementation that fails when called is not trusted to judge the
-    input: the next implementation runs the same call. If that one succeeds, the failure was the
-    kernel's, and it is disabled for the process (one warning); if that one raises too, its error
-    propagates (the input was bad) and nothing is disabled. Running out of memory propagates and
-    disables nothing (it is transient).
+    keeps its portable path. An implementation whose call, or whose ``accepts``, raises is a
+    suspect and the next implementation gets the same input; the slot's judge decides whose
+    fault it was. The judge is the reference (it runs the input last) or, in a slot without one,
+    the slot's validator. If the judge rejects the input, its error propagates and nothing is
+    disabled; if it takes the input, every suspect is disabled for the process with exactly one
+    ``KernelDisabledWarning``. An ``accepts`` answering anything but None, a string or a
+    ``Prepared`` plan is disabled at once. Running out of memory propagates and disables nothing.
     """
     declined, suspects = [], []
-    for impl in candidates(op):
+    for impl in _eligible(op):
+        plan = None
+        if impl.accepts is not None:
+            try:
+                plan = impl.accepts(*args, **kwargs)
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - judged below: bad input or a bug
+                suspects.append((impl, f"accepts() raised {type(exc).__name__}: {exc}"))
+                declined.append(f"{impl.name}: accepts() raised {type(exc).__name__}")
+                continue
+            if plan is not None and not isinstance(plan, Prepared):
+                if isinstance(plan, str):
+                    declined.append(f"{impl.name}: {plan}")
+                else:
+                    _disable(impl, _bad_answer(plan))
+                    declined.append(f"{impl.name}: {_bad_answer(plan)}")
+                continue
         try:
-            reason = impl.accepts(*args, **kwargs) if impl.accepts is not None else None
-        except INPUT_ERRORS:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a broken accepts() is the kernel's failure
-            _disable(impl, exc)
-            declined.append(f"{impl.name}: failed: {type(exc).__name__}")
-            continue
-        if reason is not None:
-            declined.append(f"{impl.name}: {reason}")
-            continue
-        try:
-            result = impl.fn(*args, **kwargs)
+            result = impl.fn(*args, **kwargs) if plan is None else \
+                impl.fn(*args, prepared=plan, **kwargs)
         except torch.OutOfMemoryError:
             raise
         except Exception as exc:
             if impl.is_reference:
-                raise
-            if not isinstance(exc, INPUT_ERRORS):
-                _disable(impl, exc)
-            else:
-                suspects.append((impl, exc))
+                raise  # the judge rejects this input: nobody is disabled
+            suspects.append((impl, f"{type(exc).__name__}: {exc}"))
             declined.append(f"{impl.name}: failed: {type(exc).__name__}")
             continue
-        for suspect, exc in suspects:  # this input was fine: their errors were their own
-            _disable(suspect, exc)
+        for suspect, what in suspects:  # this input was fine: their errors were their own
+            _disable(suspect, what)
         return result
+    if suspects:
+        _judge(op, args, kwargs)
+        for suspect, what in suspects:
+            _disable(suspect, what)
     if get_slot(op).reference is None:
         return None
     raise NoImplementationError(

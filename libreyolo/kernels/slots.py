@@ -19,12 +19,23 @@ class Slot:
     name: str
     reference: str | None
     doc: str
+    #: For a slot without a reference: a function of the slot's arguments that raises the
+    #: slot's TypeError/ValueError for bad input (the registry's judge of a failing kernel).
+    validator: str | None = None
 
     def load_reference(self) -> Callable | None:
-        if self.reference is None:
-            return None
-        module, _, attribute = self.reference.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return _load(self.reference)
+
+    def load_validator(self) -> Callable | None:
+        return _load(self.validator)
+
+
+def _load(target: str | None) -> Callable | None:
+    """``"module:function"`` imported, or None."""
+    if target is None:
+        return None
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def _fake_quant(name: str, doc: str) -> Slot:
@@ -49,7 +60,8 @@ SLOTS: tuple[Slot, ...] = (
     _unpack("unpack_int_grouped", "packed grouped int2/int4/int8 codes to floats"),
     _unpack("unpack_nvfp4", "packed NVFP4 codes and scales to floats"),
     _unpack("unpack_mxfp4", "packed MXFP4 codes and scales to floats"),
-    Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)"),
+    Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)",
+         validator="libreyolo.kernels.attention.ms_deform_attn.portable:validate_inputs"),
 )
 
 _BY_NAME = {slot.name: slot for slot in SLOTS}

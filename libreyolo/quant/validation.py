@@ -3,13 +3,17 @@
 Each check raises TypeError (wrong kind of thing) or ValueError (right kind, wrong value) with a
 message that names the argument and says what was expected, so every implementation of a slot
 rejects the same inputs with the same words. Only the checks of user-given scales and zero points
-read tensor values (a host sync), and the scale check skips that while a graph is captured;
-nothing here runs on the hot path of computed scales.
+read tensor values (a host sync), once per tensor version (``HostReads``): a later call with the
+same, unmodified tensor reads nothing, so steady-state calls never synchronize. The scale check
+skips the read while a graph is captured; nothing here runs on the hot path of computed scales.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
+from collections.abc import Callable
 
 import torch
 
@@ -114,18 +118,74 @@ def check_scale(
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(scale.shape)}")
     if scale.device != device:
         raise ValueError(f"{name} must be on {device} (the input's device), got {scale.device}")
+    if scale.numel() == 0 or HOST_READS.known(scale):
+        return scale
     if host_reads_forbidden():  # a graph has no host to branch on: checked when run eagerly
         return scale
-    if scale.numel() == 0:
-        return scale
-    # This runs on every call that passes a learned scale, so it is one reduction kernel (not
-    # one per elementwise test): NaN propagates through aminmax, so `low >= 0` fails for NaN,
-    # -inf and negatives, and `high < inf` for +inf; -0.0 passes, as it compares equal to 0.
-    low, high = (bound.item() for bound in torch.aminmax(scale))
+    HOST_READS.read(scale, lambda t: _check_scale_values(name, t))
+    return scale
+
+
+def _check_scale_values(name: str, scale: torch.Tensor) -> None:
+    # One reduction kernel and one transfer (not one per elementwise test): NaN propagates
+    # through aminmax, so `low >= 0` fails for NaN, -inf and negatives, and `high < inf` for
+    # +inf; -0.0 passes, as it compares equal to 0.
+    low, high = torch.stack(torch.aminmax(scale)).tolist()
     if not (low >= 0 and high < math.inf):
         bad = ~torch.isfinite(scale) | (scale < 0)
         raise ValueError(f"{name} must be finite and non-negative, got {_first(scale, bad)}")
-    return scale
+
+
+class HostReads:
+    """What the host read from a tensor, remembered for that tensor's current version.
+
+    A tensor is known by identity, its version counter (bumped by every in-place write, through
+    any view) and its storage address (``.data =`` swaps storage), so a value read once is read
+    again only after the tensor changed. Entries leave with their tensor (a weak reference), so
+    the table holds at most the live tensors read. Inference tensors have no version counter:
+    they are read every time.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, int, int, object]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _stamp(t: torch.Tensor) -> tuple[int, int] | None:
+        if t.is_inference():
+            return None
+        return t._version, t.data_ptr()
+
+    def known(self, t: torch.Tensor) -> bool:
+        entry = self._entries.get(id(t))
+        return entry is not None and entry[0]() is t and entry[1:3] == self._stamp(t)
+
+    def read(self, t: torch.Tensor, read: Callable[[torch.Tensor], object]) -> object:
+        """``read(t)``, or what it returned for this version of ``t``; an exception from
+        ``read`` propagates and nothing is remembered."""
+        entry = self._entries.get(id(t))
+        stamp = self._stamp(t)
+        if entry is not None and entry[0]() is t and entry[1:3] == stamp:
+            return entry[3]
+        value = read(t)
+        if stamp is not None:
+            key = id(t)
+
+            def forget(ref: weakref.ref, key: int = key) -> None:
+                with self._lock:
+                    if key in self._entries and self._entries[key][0] is ref:
+                        del self._entries[key]
+
+            with self._lock:
+                self._entries[key] = (weakref.ref(t, forget), *stamp, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: The one table of host reads (user-given scales and zero points).
+HOST_READS = HostReads()
 
 
 def check_zero_point(name: str, zero_point: object) -> int:
@@ -138,10 +198,10 @@ def check_zero_point(name: str, zero_point: object) -> int:
                 f"{name} must be a Python int or a 0-dim integer tensor, got a "
                 f"{_dtype_name(zero_point)} tensor of shape {tuple(zero_point.shape)}"
             )
-        if host_reads_forbidden():
+        if not HOST_READS.known(zero_point) and host_reads_forbidden():
             raise ValueError(f"{name}: a tensor cannot be read while a graph is captured; "
                              "pass the zero point as a Python int")
-        zero_point = int(zero_point.item())
+        zero_point = HOST_READS.read(zero_point, lambda t: int(t.item()))
     elif isinstance(zero_point, bool) or not isinstance(zero_point, int):
         raise TypeError(
             f"{name} must be a Python int or a 0-dim integer tensor, "

@@ -12,7 +12,7 @@ def clean_registry(monkeypatch):
     """The registry with references loaded, providers skipped, and state restored afterwards."""
     for variable in (settings.KERNELS, settings.LEGACY_KERNELS, settings.HUB_KERNELS):
         monkeypatch.delenv(variable, raising=False)
-    registry._ensure_loaded(settings.Selection(reference_only=True))
+    registry._ensure_loaded(settings.parse_selection("off", settings.KERNELS))
     saved = {op: list(entries) for op, entries in registry._impls.items()}
     monkeypatch.setattr(registry, "_providers_started", True)
     monkeypatch.setattr(registry, "_providers_loaded", True)
@@ -24,3 +24,16 @@ def clean_registry(monkeypatch):
     yield registry
     registry._impls.update(saved)
     registry.clear_cache()
+
+
+@pytest.fixture
+def stub_reference(clean_registry):
+    """``stub_reference(op, fn)``: make ``fn`` slot ``op``'s reference for this test (callers
+    cannot register that name; the registry declares it from the slot catalogue)."""
+
+    def install(op, fn):
+        entries = [e for e in registry._impls[op] if not e.is_reference]
+        registry._impls[op] = entries + [registry.Implementation(op, registry.REFERENCE, fn)]
+        registry.clear_cache()
+
+    return install

@@ -6,7 +6,11 @@ import json
 import subprocess
 import sys
 
-from libreyolo.kernels import slot_names
+import pytest
+import torch
+
+from libreyolo.kernels import cli, slot_names
+from libreyolo.kernels.registry import Implementation
 
 
 def run_cli(*args, env=None):
@@ -41,3 +45,60 @@ def test_text_report_names_the_selection_per_slot():
     assert done.returncode == 0, done.stderr
     assert "fake_quant_fp8  ->  " in done.stdout
     assert "LIBREYOLO_KERNELS=" in done.stdout
+
+
+def test_json_report_gives_versions_origins_and_record_states():
+    done = run_cli("--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert set(data["versions"]) == {"python", "torch", "triton", "cuda", "gpu"}
+    rows = {i["name"]: i for i in data["slots"]["fake_quant_fp8"]["implementations"]}
+    assert rows["reference"]["origin"] == "in-tree" and rows["reference"]["record"] is None
+    assert rows["triton"]["origin"] == "in-tree"
+    assert rows["triton"]["record"] in {"green", "stale", "not green", "awaiting", "none"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the decline is that of a CPU machine")
+def test_a_decline_names_the_part_of_the_condition_that_failed():
+    done = run_cli("--json")
+    rows = {i["name"]: i for i in json.loads(done.stdout)["slots"]["fake_quant_fp8"]
+            ["implementations"]}
+    assert rows["triton"]["reason"].endswith("no CUDA device")
+
+
+def test_import_registers_a_package_before_the_report(tmp_path):
+    (tmp_path / "my_backend.py").write_text(
+        "from libreyolo.kernels import register\n"
+        "register('ms_deform_attn', lambda *a: None, name='mine')\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+    done = run_cli("--json", "--import", "my_backend", env=env)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["slots"]["ms_deform_attn"]["implementations"]
+    assert {"name": "mine", "origin": "package"}.items() <= rows[0].items()
+
+
+def test_import_of_a_missing_package_is_an_error_naming_the_argument():
+    done = run_cli("--import", "no_such_backend_here")
+    assert done.returncode == 2
+    assert "--import no_such_backend_here: ModuleNotFoundError" in done.stderr
+
+
+def test_record_state_is_stale_when_the_sources_changed(tmp_path):
+    other = tmp_path / "kernel.py"
+    other.write_text("# not the sources the record checked\n")
+    impl = Implementation("fake_quant_fp8", "triton", print, sources=(str(other),),
+                          origin="in-tree")
+    assert cli.record_states()(impl) == "stale"
+
+
+def test_record_state_is_awaiting_when_listed(monkeypatch):
+    monkeypatch.setattr(cli, "awaiting_record", lambda: frozenset({"fake_quant_fp8/triton"}))
+    impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
+    assert cli.record_states()(impl) == "awaiting"
+
+
+def test_record_state_is_none_out_of_tree_and_unknown_without_a_checkout(monkeypatch, tmp_path):
+    impl = Implementation("fake_quant_fp8", "triton", print, origin="caller")
+    assert cli.record_states()(impl) == "none"
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path)
+    assert cli.record_states()(impl) == "unknown"

@@ -18,8 +18,8 @@ def tagged(tag):
 
 
 @pytest.fixture
-def two_fast_impls():
-    register(SLOT, tagged("ref"), name="reference")
+def two_fast_impls(stub_reference):
+    stub_reference(SLOT, tagged("ref"))
     register(SLOT, tagged("triton"), name="triton")
     register(SLOT, tagged("hub"), name="hub")
 
@@ -149,3 +149,19 @@ def test_the_interpreter_setting_reads_the_variable_as_triton_does(monkeypatch, 
     else:
         monkeypatch.setenv("TRITON_INTERPRET", value)
     assert settings.interpreting() is on
+
+
+def test_the_cache_key_sees_every_change_of_the_deciding_variables(monkeypatch):
+    before = settings.raw_values()
+    monkeypatch.setenv(settings.KERNELS, "triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    changed = settings.raw_values()
+    monkeypatch.delenv(settings.KERNELS)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert len({before, changed, settings.raw_values()}) == 2
+    assert settings.raw_values() == before != changed
+
+
+def test_the_cache_key_reads_the_public_mapping_where_environ_has_no_private_dict(monkeypatch):
+    monkeypatch.setattr(settings.os, "environ", {settings.KERNELS: "triton"})
+    assert settings._raw_reader()() == ("triton", None, None)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton
 
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
 from .plan import (
@@ -31,6 +30,18 @@ from .plan import (
 )
 
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+_NO_BLOCK_SCALES = Grid(True)  # the kernel's SCALE_* arguments when a plan has no block scales
+
+
+def cdiv(n: int, d: int) -> int:
+    """ceil(n / d) for ints, in plain Python: ``triton.cdiv`` called from the host goes through
+    a JIT function's ``__call__`` (five calls cost ~40% of a launch's own Python, cProfile)."""
+    return -(-n // d)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n, 0 for n <= 0 (as ``triton.next_power_of_2``)."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
 
 
 def _as_loaded(x: torch.Tensor) -> torch.Tensor:
@@ -49,9 +60,9 @@ def amax_partials(
 ) -> torch.Tensor:
     """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor,
     n <= ``max_partials`` (a power of two)."""
-    chunks = triton.cdiv(cols, chunk)
-    iterations = triton.next_power_of_2(triton.cdiv(chunks, max_partials))
-    n_partials = max(1, triton.cdiv(chunks, iterations))
+    chunks = cdiv(cols, chunk)
+    iterations = next_power_of_2(cdiv(chunks, max_partials))
+    n_partials = max(1, cdiv(chunks, iterations))
     partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
     finite_amax_partials_kernel[(rows, n_partials)](
         _as_loaded(x), partials, cols, n_partials,
@@ -74,13 +85,13 @@ class Tiling(NamedTuple):
 
 def tiling(plan: Plan, tile: int = GPU_TILE) -> Tiling:
     """Units are the plan's own (a group, a block, a row) or ``tile``-wide pieces of a row."""
-    unit = plan.unit or min(triton.next_power_of_2(plan.cols), tile)
-    unit_pad = triton.next_power_of_2(unit)
+    unit = plan.unit or min(next_power_of_2(plan.cols), tile)
+    unit_pad = next_power_of_2(unit)
     block_units = max(1, tile // unit_pad)
-    units_per_row = triton.cdiv(plan.cols, unit)
+    units_per_row = cdiv(plan.cols, unit)
     n_units = plan.rows * units_per_row
     return Tiling(unit, unit_pad, block_units, units_per_row, n_units,
-                  triton.cdiv(n_units, block_units))
+                  cdiv(n_units, block_units))
 
 
 def first_pass(plan: Plan, x: torch.Tensor, tile: int) -> torch.Tensor | None:
@@ -107,7 +118,7 @@ def quantize(
     t = tiling(plan, tile)
     n_partials = partials.shape[-1] if partials is not None else 1
     bits = _BITS[x.dtype]
-    grid, block_scales = plan.grid, plan.block_scale_grid or Grid(True)
+    grid, block_scales = plan.grid, plan.block_scale_grid or _NO_BLOCK_SCALES
     fake_quant_kernel[(t.programs,)](
         _as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
         plan.scale if plan.scale is not None else x,
@@ -124,7 +135,7 @@ def quantize(
         HAS_ZERO_POINT=bool(plan.zero_point),
         BACKWARD=grad is not None,
         BLOCK_UNITS=t.block_units, UNIT_PAD=t.unit_pad,
-        PARTIALS_PAD=triton.next_power_of_2(n_partials),
+        PARTIALS_PAD=next_power_of_2(n_partials),
         num_warps=_warps(t.block_units * t.unit_pad), enable_fp_fusion=False,
     )
     return out

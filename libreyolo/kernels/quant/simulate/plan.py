@@ -6,17 +6,20 @@ view of the input, the value grid, where scales come from, and how wide a *unit*
 that share one computed scale, or simply a tile row) is. ``launch.py`` turns a plan into launches.
 
 Planning reads no tensor data except where the shared validators do (user-given scales and zero
-points), and copies nothing, so the provider's ``accepts`` can plan to validate.
+points, once per tensor version), and copies nothing, so the provider's ``accepts`` plans to
+validate and hands the plan to the call (a ``Prepared``): one validation per call.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
 
 import torch
 
+from libreyolo.kernels.prepared import Prepared
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -87,17 +90,20 @@ class Grid:
     emin: int = 0
     fmax: float = 0.0
 
+    # Memoized: a grid is immutable, and building one costs a frozen dataclass's __init__ per call.
     @classmethod
+    @functools.cache
     def integers(cls, qmin: int, qmax: int) -> Grid:
         return cls(False, qmin=float(qmin), qmax=float(qmax))
 
     @classmethod
+    @functools.cache
     def of(cls, fmt: FloatFormat) -> Grid:
         return cls(True, mbits=fmt.mantissa_bits, emin=fmt.min_normal_exponent, fmax=fmt.max_value)
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Prepared):
     """One fake-quantization as the kernel sees it (see the module docstring)."""
 
     x: torch.Tensor  # the input as given (launch makes it contiguous)

@@ -4,7 +4,8 @@ Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton it
 triton it still imports and registers, and the environment check says why nothing runs. Kernels
 load on the first call that runs one.
 
-Eligibility, in the order ``accepts`` checks it:
+Eligibility, in the order ``accepts`` checks it (``accepts`` returns the plan it made, which the
+registry hands to the call, so an input is validated and planned once per call):
 1. the arguments, with the shared validators: bad input raises the reference's TypeError or
    ValueError here too, it is never silently declined;
 2. graph capture (tracing, compiling, exporting, ONNX export): exported graphs keep the
@@ -32,9 +33,11 @@ SOURCES = tuple(str(_HERE / f) for f in ("kernels.py", "launch.py", "plan.py", P
 _MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
 
 
-def triton_ready() -> bool:
-    """triton importable, and CUDA present or the interpreter on."""
-    return _triton_installed() and (interpreting() or torch.cuda.is_available())
+def triton_ready() -> bool | str:
+    """triton importable, and CUDA present or the interpreter on (else which one is missing)."""
+    if not _triton_installed():
+        return "triton is not installed"
+    return interpreting() or torch.cuda.is_available() or "no CUDA device"
 
 
 def _triton_installed() -> bool:
@@ -58,9 +61,10 @@ def decline_reason(plan: Plan) -> str | None:
     wide_group = plan.scale_source == ScaleSource.FROM_AMAX and plan.amax_from == AmaxFrom.UNIT
     if wide_group and plan.unit > MAX_UNIT:
         return f"groups of {plan.unit} columns: one program holds at most {MAX_UNIT}"
-    if interpreting() and x.device.type != "cpu":
-        return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
-    if not interpreting() and x.device.type != "cuda":
+    if interpreting():
+        if x.device.type != "cpu":
+            return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
+    elif x.device.type != "cuda":
         return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
     return None
 
@@ -68,13 +72,14 @@ def decline_reason(plan: Plan) -> str | None:
 def _implementation(slot: str):
     planner = PLANNERS[slot]
 
-    def accepts(*args, **kwargs) -> str | None:
-        return decline_reason(planner(*args, **kwargs))
+    def accepts(*args, **kwargs) -> str | Plan:
+        plan = planner(*args, **kwargs)
+        return decline_reason(plan) or plan
 
-    def run(*args, **kwargs) -> torch.Tensor:
+    def run(*args, prepared: Plan | None = None, **kwargs) -> torch.Tensor:
         from .launch import run as launch  # imports triton: only when a kernel runs
 
-        return launch(planner(*args, **kwargs))
+        return launch(prepared if prepared is not None else planner(*args, **kwargs))
 
     accepts.__qualname__ = f"accepts_{slot}"
     run.__qualname__ = run.__name__ = f"triton_{slot}"

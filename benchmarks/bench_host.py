@@ -1,0 +1,192 @@
+"""Host time of the slot call path (issue #12): the registry's own overhead, and each fake-quant
+slot's per-call host time on a 64K-element tensor.
+
+    python benchmarks/bench_host.py RESULTS.json [--calls 2000] [--rounds 7] [--profile PROF.txt]
+
+1. Registry overhead: ``dispatch`` of a slot whose newest implementation is a no-op (without and
+   with an ``accepts``), minus a direct call of the same no-op: what the registry adds per call.
+   Target on the H200 host: <= 5 us. Pure Python, so it runs (reported, not judged) without CUDA.
+2. Fake-quant calls (``host_calls.toml``; CUDA only): ``calls`` back-to-back calls through
+   ``libreyolo.kernels.ops`` after a warm-up, timed on the host with ``perf_counter`` and no
+   synchronization inside the loop, so a call's time is what the host spends on it (the GPU's
+   work on 64K elements, a few microseconds, hides behind the next call's host work); the median
+   over ``rounds``. ``torch.neg`` on the same tensor, timed the same way, is the floor any eager
+   op pays. Each row also says which implementation ran and whether a steady-state call
+   synchronizes (one call under ``torch.cuda.set_sync_debug_mode("error")``). Target <= 30 us.
+3. ``--profile``: a cProfile table (top functions by own time) of each fake-quant call, to place
+   the time that remains: our code, Triton's launcher, torch.
+
+Raw results go to the JSON path; markdown tables go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import platform
+import pstats
+import statistics
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
+
+CALLS_FILE = Path(__file__).with_name("host_calls.toml")
+SHAPE = (256, 256)  # 64K elements
+REGISTRY_TARGET_US = 5.0
+CALL_TARGET_US = 30.0
+NOOP_SLOT = "ms_deform_attn"
+
+
+def per_call_us(fn, calls: int, rounds: int, cuda: bool) -> tuple[float, list[float]]:
+    """Median over ``rounds`` of the host time of one call, from ``calls`` back-to-back calls."""
+    for _ in range(min(calls, 50)):
+        fn()
+    medians = []
+    for _ in range(rounds):
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        medians.append((time.perf_counter() - start) / calls * 1e6)
+        if cuda:
+            torch.cuda.synchronize()
+    return statistics.median(medians), medians
+
+
+def registry_overhead(calls: int, rounds: int) -> list[dict]:
+    x = torch.zeros(4)
+
+    def noop(*args, **kwargs):
+        return None
+
+    rows = []
+    direct, _ = per_call_us(lambda: noop(x, x, x, x), calls * 10, rounds, False)
+    for label, accepts in (("no-op, no accepts", None), ("no-op, accepts -> None", noop)):
+        register(NOOP_SLOT, noop, name="bench-noop", accepts=accepts)
+        try:
+            assert dispatch(NOOP_SLOT, x, x, x, x) is None
+            took, all_rounds = per_call_us(lambda: dispatch(NOOP_SLOT, x, x, x, x), calls * 10,
+                                           rounds, False)
+        finally:
+            unregister(NOOP_SLOT, "bench-noop")
+        rows.append({"case": label, "dispatch_us": took, "direct_us": direct,
+                     "overhead_us": took - direct, "rounds_us": all_rounds,
+                     "target_us": REGISTRY_TARGET_US, "met": took - direct <= REGISTRY_TARGET_US})
+    return rows
+
+
+def arguments(call: dict, gen: torch.Generator) -> tuple[tuple, dict]:
+    x = torch.randn(SHAPE, device="cuda", generator=gen)
+    kwargs = dict(call.get("kwargs", {}))
+    scale = {"tensor": lambda: x.abs().amax() / 448,
+             "channel": lambda: x.abs().amax(dim=1 - kwargs.get("axis", 0)) / 127}.get(
+        call.get("scale"), lambda: None)()
+    args = (x,) + ((scale,) if scale is not None else ()) + tuple(call.get("args", ()))
+    return args, kwargs
+
+
+def which_ran(slot: str, args: tuple, kwargs: dict) -> str:
+    for impl, reason in registry.explain(slot, *args, **kwargs):
+        if reason is None:
+            return impl.name
+    return "none"
+
+
+def synchronizes(fn) -> str | None:
+    """None when a steady-state call does not synchronize, else the error that says it does."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+    except RuntimeError as exc:
+        return str(exc).splitlines()[0]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return None
+
+
+def profile_table(fn, calls: int) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        fn()
+    profiler.disable()
+    torch.cuda.synchronize()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+    return out.getvalue()
+
+
+def fake_quant_calls(calls: int, rounds: int, profile: Path | None) -> list[dict]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    floor_x = torch.randn(SHAPE, device="cuda", generator=gen)
+    neg_us, _ = per_call_us(lambda: torch.neg(floor_x), calls, rounds, True)
+    rows, profiles = [], []
+    for call in tomllib.loads(CALLS_FILE.read_text())["call"]:
+        args, kwargs = arguments(call, gen)
+        slot_call = getattr(ops, call["slot"])
+
+        def fn(slot_call=slot_call, args=args, kwargs=kwargs):
+            return slot_call(*args, **kwargs)
+
+        took, all_rounds = per_call_us(fn, calls, rounds, True)
+        rows.append({"call": call["label"], "slot": call["slot"],
+                     "implementation": which_ran(call["slot"], args, kwargs),
+                     "host_us": took, "rounds_us": all_rounds, "neg_us": neg_us,
+                     "steady_state_sync": synchronizes(fn),
+                     "target_us": CALL_TARGET_US, "met": took <= CALL_TARGET_US})
+        if profile is not None:
+            profiles.append(f"## {call['label']} ({call['slot']}), {calls} calls\n\n"
+                            + profile_table(fn, calls))
+    if profile is not None:
+        profile.write_text("\n".join(profiles))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--profile", type=Path, default=None)
+    options = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    results = {
+        "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                    "gpu": torch.cuda.get_device_name(0) if cuda else None,
+                    "cpu": platform.processor() or platform.machine()},
+        "calls": options.calls, "rounds": options.rounds,
+        "registry": registry_overhead(options.calls, options.rounds),
+        "fake_quant": fake_quant_calls(options.calls, options.rounds, options.profile)
+        if cuda else "skipped: no CUDA device",
+    }
+    options.results.write_text(json.dumps(results, indent=1) + "\n")
+    print("| registry dispatch | dispatch µs | direct call µs | overhead µs | <= 5 µs |")
+    print("|---|---|---|---|---|")
+    for row in results["registry"]:
+        print(f"| {row['case']} | {row['dispatch_us']:.2f} | {row['direct_us']:.2f} | "
+              f"{row['overhead_us']:.2f} | {'yes' if row['met'] else 'NO'} |")
+    if not cuda:
+        print("\nfake-quant calls: skipped, no CUDA device")
+        return
+    print("\n| call (64K float32) | implementation | host µs per call | torch.neg µs | "
+          "steady-state sync | <= 30 µs |")
+    print("|---|---|---|---|---|---|")
+    for row in results["fake_quant"]:
+        sync = "none" if row["steady_state_sync"] is None else row["steady_state_sync"]
+        print(f"| {row['call']} | {row['implementation']} | {row['host_us']:.1f} | "
+              f"{row['neg_us']:.1f} | {sync} | {'yes' if row['met'] else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
