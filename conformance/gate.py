@@ -127,9 +127,12 @@ def _function_module(fn) -> str:
 
 
 def is_in_tree(impl) -> bool:
-    """A registration whose function comes from the `libreyolo` package (any module of it)."""
+    """A registration the registry counts as in-tree, or whose function comes from the
+    `libreyolo` package (any module of it), whoever registered it."""
+    from libreyolo.kernels.providers import IN_TREE
+
     module = _function_module(impl.fn)
-    return not impl.is_reference and (module == IN_TREE_PACKAGE
+    return not impl.is_reference and (impl.origin == IN_TREE or module == IN_TREE_PACKAGE
                                       or module.startswith(f"{IN_TREE_PACKAGE}."))
 
 
