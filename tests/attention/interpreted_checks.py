@@ -34,6 +34,7 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa
     ms_deform_attn_triton,
 )
 
+from .call_sites import CALL_SITES, native_inputs  # noqa: E402
 from .hostile_inputs import BAD_INPUTS, HOSTILE_CASE, NON_FINITE  # noqa: E402
 
 SMALL_CASES = load_cases(sizes=("small",))
@@ -169,3 +170,33 @@ def test_declines_while_a_graph_is_captured():
     reasons = []
     torch.jit.trace(lambda v: reasons.append(accepts(v, *inputs[1:])) or v, (inputs[0],))
     assert reasons and "captured" in reasons[0]
+
+
+@pytest.mark.parametrize("site", CALL_SITES, ids=lambda s: s.name)
+def test_each_family_layout_reaches_the_triton_kernels(site, monkeypatch):
+    """The layouts of docs/ms_deform_attn.md's lineage table, through the public helpers."""
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    native, inputs = native_inputs(site)
+    out = site.call(*native)
+    assert len(plans) == 1, f"{site.families}: the Triton kernels did not run"
+    torch.testing.assert_close(out, ms_deform_attn_portable(*inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_the_module_reaches_the_triton_kernels_with_pairs_and_with_a_tensor(monkeypatch):
+    from libreyolo.nn import MSDeformAttn
+
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    module = MSDeformAttn(d_model=32, n_levels=2, n_heads=4, n_points=3)
+    levels = [(6, 8), (3, 4)]
+    query, reference = torch.randn(2, 5, 32), torch.rand(2, 5, 2, 2)
+    value = torch.randn(2, 60, 32)
+    outs = [module(query, reference, value, shapes)
+            for shapes in (levels, torch.tensor(levels, dtype=torch.int64))]
+    assert len(plans) == 2
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
