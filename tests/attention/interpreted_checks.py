@@ -200,3 +200,16 @@ def test_the_module_reaches_the_triton_kernels_with_pairs_and_with_a_tensor(monk
             for shapes in (levels, torch.tensor(levels, dtype=torch.int64))]
     assert len(plans) == 2
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+def test_a_call_through_the_helper_validates_once(monkeypatch):
+    """accepts validates and plans; the call takes its plan instead of validating again."""
+    calls = []
+    real_validate = triton_provider.validate_inputs
+    monkeypatch.setattr(triton_provider, "validate_inputs",
+                        lambda *args: calls.append(1) or real_validate(*args))
+    inputs = make_inputs(SMALL_CASES[0])
+    assert maybe_ms_deform_attn(*inputs) is not None
+    assert len(calls) == 1
+    ms_deform_attn_triton(*inputs)  # a direct call prepares for itself, once
+    assert len(calls) == 2
