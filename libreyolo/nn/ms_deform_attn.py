@@ -143,8 +143,9 @@ class MSDeformAttn(nn.Module):
         reference = reference_points[:, :, None, :, None, :]
         if reference_points.shape[-1] == 4:
             return reference[..., :2] + offsets / self.n_points * reference[..., 2:] * 0.5
-        if not isinstance(spatial_shapes, torch.Tensor):
-            # pairs: the copy on the device made once (a fresh copy would sync every call)
+        if not isinstance(spatial_shapes, torch.Tensor) or spatial_shapes.device != offsets.device:
+            # pairs (or a tensor elsewhere): the copy on the device made once, where a fresh
+            # copy would sync every call
             spatial_shapes = device_shapes(level_shapes(spatial_shapes), offsets.device)
             if spatial_shapes is None:
                 raise RuntimeError("spatial_shapes pairs first seen during a CUDA graph capture "

@@ -128,3 +128,13 @@ def test_a_non_finite_location_reads_zero_with_zero_gradients(bad):
     for got, expected in zip(leaves[0], leaves[1], strict=True):
         torch.testing.assert_close(got.grad, expected.grad, rtol=0, atol=0)
     assert leaves[0][1].grad[0, 1, 0, 1, 2].abs().sum() == 0
+
+
+def test_a_spatial_shapes_tensor_made_under_inference_mode_is_read():
+    """Inference tensors have no version counter; reading their level sizes must still work."""
+    value, shapes, locations, weights = make_inputs(SMALL_CASES[0], dtype=torch.float64)
+    with torch.inference_mode():
+        frozen = shapes.clone()
+        out = ms_deform_attn_portable(value, frozen, locations, weights)
+    torch.testing.assert_close(out, ms_deform_attn_portable(value, shapes, locations, weights),
+                               rtol=0, atol=0)

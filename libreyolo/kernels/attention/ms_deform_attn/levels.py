@@ -58,10 +58,17 @@ def _read_tensor(spatial_shapes: torch.Tensor) -> Levels:
     return _checked(spatial_shapes.tolist())
 
 
+def _version(tensor: torch.Tensor) -> int:
+    """The tensor's version counter. Inference tensors (made under ``torch.inference_mode``)
+    have none: they count as version 0, so an in-place change to one is not seen (the kernels
+    still mask every access at ``len_in``, so that stays memory-safe)."""
+    return 0 if tensor.is_inference() else tensor._version
+
+
 def remembered(spatial_shapes: torch.Tensor) -> Levels | None:
     """The levels read from this tensor at its current version, or None if not read yet."""
     entry = _read.get(id(spatial_shapes))
-    if entry is not None and entry[0]() is spatial_shapes and entry[1] == spatial_shapes._version:
+    if entry is not None and entry[0]() is spatial_shapes and entry[1] == _version(spatial_shapes):
         return entry[2]
     return None
 
@@ -80,7 +87,7 @@ def level_shapes(spatial_shapes: SpatialShapes) -> Levels:
         if levels is None:
             levels = _read_tensor(spatial_shapes)
             _remember(_read, id(spatial_shapes),
-                      (weakref.ref(spatial_shapes), spatial_shapes._version, levels))
+                      (weakref.ref(spatial_shapes), _version(spatial_shapes), levels))
         return levels
     pairs = [tuple(pair) for pair in spatial_shapes]
     if any(len(pair) != 2 or not all(isinstance(n, int) for n in pair) for pair in pairs):
