@@ -88,7 +88,7 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
         return f"value is on {value.device}, the kernels run on {wanted}"
     if value.dtype not in SUPPORTED_DTYPES:
         return f"value dtype {value.dtype} is not one of {SUPPORTED_DTYPES}"
-    batch, len_in, heads, channels = value.shape
+    batch, _, heads, channels = value.shape
     len_q, points = sampling_locations.shape[1], sampling_locations.shape[4]
     if points == 0:
         return "no points"
