@@ -119,13 +119,15 @@ def load_peer() -> tuple[Peer | None, str]:
                       "models/ops (fundamentalvision/Deformable-DETR)")
     from peers.build_deformable_detr import load_op
 
-    op, commit = load_op(source)
-    # its Python files import the compiled module by this name
-    sys.modules.setdefault("MultiScaleDeformableAttention", op)
-    sys.path.insert(0, str(Path(source).resolve()))
-    from models.ops.functions import MSDeformAttnFunction
-    from models.ops.modules import MSDeformAttn as PeerModule
-
+    try:
+        op, commit = load_op(source)
+        # its Python files import the compiled module by this name
+        sys.modules.setdefault("MultiScaleDeformableAttention", op)
+        sys.path.insert(0, str(Path(source).resolve()))
+        from models.ops.functions import MSDeformAttnFunction
+        from models.ops.modules import MSDeformAttn as PeerModule
+    except Exception as exc:  # noqa: BLE001 - our numbers are still worth the run
+        return None, f"not compared: building {source} failed ({type(exc).__name__}: {exc})"
     return Peer(MSDeformAttnFunction, PeerModule, commit), f"compared: commit {commit}"
 
 
