@@ -1,24 +1,39 @@
-"""Benchmark the ms_deform_attn Triton kernels against the portable core on a CUDA GPU.
+"""Benchmark the ms_deform_attn Triton kernels on a CUDA GPU, side by side with Deformable
+DETR's compiled op when a source checkout of it is given.
 
-Usage: ``python benchmarks/bench_ms_deform_attn.py OUT.json [--dtype float32] [--iters 50]``
+Usage: ``[LIBREYOLO_PEER_DEFORMABLE_DETR=DIR] python benchmarks/bench_ms_deform_attn.py OUT.json
+[--dtype float32] [--iters 50]``
 
 For each real configuration of the shape set (medium and large cases): check the Triton
 implementation against the float64 portable core on fresh random inputs (bounded contract,
-forward and gradients, plus the backward's run-to-run spread over 20 runs), then time forward and
-forward+backward of both with CUDA events and report medians; the Triton steps are also timed as
-CUDA-graph replays, which leave only the GPU's work (the small configurations' eager times are
-mostly host time, docs/performance.md; the portable core reads ``spatial_shapes`` on the host,
-so it cannot be captured). Writes the raw numbers as JSON and prints a markdown table. Takes
-about a minute on an H200, most of it Triton compilation.
+forward and gradients, plus the backward's run-to-run spread over 20 runs), then time with CUDA
+events (medians), forward and forward+backward:
+
+* the kernels called directly, and the portable core;
+* eager through the public helper ``maybe_ms_deform_attn`` and through ``MSDeformAttn`` (these
+  include the host path: dispatch, validation, launch), plus the host time per call;
+* the helper's steps as CUDA-graph replays, which leave only the GPU's work (the portable core
+  reads ``spatial_shapes`` on the host, so it cannot be captured).
+
+With ``LIBREYOLO_PEER_DEFORMABLE_DETR`` naming a folder that holds ``models/ops`` of
+``fundamentalvision/Deformable-DETR`` (and a ``COMMIT`` file), its op is built by
+``benchmarks/peers/build_deformable_detr.py`` and the same rows are timed for its autograd
+Function (eager and graph replay) and its ``MSDeformAttn`` module (same weights, the case's
+inputs as contiguous int64-tensor layout, as that module takes them); the JSON records the source
+commit. Without it the benchmark runs and says so. Writes the raw numbers as JSON and prints
+markdown tables. Takes a few minutes on an H200, most of it Triton and nvcc compilation.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,15 +42,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,
 )
 from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402
     ms_deform_attn_triton,
 )
+from libreyolo.nn import MSDeformAttn  # noqa: E402
 
 IMPLEMENTATIONS = {"portable": ms_deform_attn_portable, "triton": ms_deform_attn_triton}
 SPREAD_RUNS = 20
+PEER_VARIABLE = "LIBREYOLO_PEER_DEFORMABLE_DETR"
+# Deformable DETR's modules pass im2col_step=64 (models/ops/modules/ms_deform_attn.py).
+PEER_IM2COL_STEP = 64
+HOST_CALLS = 200
 
 
 def time_ms(step, iters: int, warmup: int = 5) -> list[float]:
@@ -66,6 +87,48 @@ def time_graph_ms(step, iters: int, warmup: int = 3) -> list[float]:
     with torch.cuda.graph(graph):
         step()
     return time_ms(graph.replay, iters)
+
+
+def host_us(step, calls: int = HOST_CALLS) -> float:
+    """Host time per call of ``step`` back to back (microseconds), the device left to catch up
+    afterwards: what a detector made of small calls pays when the GPU is not the bottleneck."""
+    step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        step()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+@dataclass
+class Peer:
+    """Deformable DETR's compiled op: its autograd Function and module, and the source commit."""
+
+    function: type
+    module: type
+    commit: str | None
+
+
+def load_peer() -> tuple[Peer | None, str]:
+    """The peer op when ``LIBREYOLO_PEER_DEFORMABLE_DETR`` names a checkout, and a status line."""
+    source = os.environ.get(PEER_VARIABLE)
+    if not source:
+        return None, (f"not compared: set {PEER_VARIABLE} to a folder holding Deformable-DETR's "
+                      "models/ops (fundamentalvision/Deformable-DETR)")
+    from peers.build_deformable_detr import load_op
+
+    try:
+        op, commit = load_op(source)
+        # its Python files import the compiled module by this name
+        sys.modules.setdefault("MultiScaleDeformableAttention", op)
+        sys.path.insert(0, str(Path(source).resolve()))
+        from models.ops.functions import MSDeformAttnFunction
+        from models.ops.modules import MSDeformAttn as PeerModule
+    except Exception as exc:  # noqa: BLE001 - our numbers are still worth the run
+        return None, f"not compared: building {source} failed ({type(exc).__name__}: {exc})"
+    return Peer(MSDeformAttnFunction, PeerModule, commit), f"compared: commit {commit}"
 
 
 def steps(fn, value, shapes, locations, weights):
@@ -115,7 +178,72 @@ def verify(case, dtype) -> dict:
     return {"worst_error_over_bound": worst, "backward_spread": backward_spread(*inputs)}
 
 
-def bench_case(case, dtype, iters) -> dict:
+def _helper(value, shapes, locations, weights):
+    out = maybe_ms_deform_attn(value, shapes, locations, weights)
+    if out is None:
+        raise SystemExit("maybe_ms_deform_attn declined a benchmark input: see explain()")
+    return out
+
+
+def _peer_function(peer: Peer, levels):
+    """Deformable DETR's autograd Function with the slot's signature (level sizes and starts as
+    the int64 device tensors it takes)."""
+    shapes = torch.tensor(levels, dtype=torch.int64, device="cuda")
+    starts = torch.cat((shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]))
+
+    def call(value, _spatial_shapes, locations, weights):
+        return peer.function.apply(value, shapes, starts, locations, weights, PEER_IM2COL_STEP)
+
+    return call
+
+
+def module_steps(module, query, reference, value, shapes, starts):
+    """(forward, forward+backward) closures of a module with Deformable DETR's forward signature."""
+    grad = torch.randn_like(query)
+
+    def forward():
+        with torch.no_grad():
+            module(query, reference, value, shapes, starts)
+
+    def forward_backward():
+        module.zero_grad(set_to_none=True)
+        module(query, reference, value, shapes, starts).backward(grad)
+
+    return forward, forward_backward
+
+
+def module_inputs(case, dtype, shapes):
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    d_model = case.heads * case.channels
+    return (torch.randn(case.batch, case.queries, d_model, device="cuda", dtype=dtype,
+                        generator=generator),
+            torch.rand(case.batch, case.queries, len(case.levels), 2, device="cuda", dtype=dtype,
+                       generator=generator),
+            torch.randn(case.batch, case.len_in, d_model, device="cuda", dtype=dtype,
+                        generator=generator),
+            shapes,
+            torch.tensor([0] + [h * w for h, w in case.levels][:-1], device="cuda").cumsum(0))
+
+
+def time_slot(fn, inputs, iters, graph=True) -> dict:
+    forward, forward_backward = steps(fn, *inputs)
+    times = {"forward_ms": time_ms(forward, iters),
+             "forward_backward_ms": time_ms(forward_backward, iters),
+             "host_forward_us": host_us(forward)}
+    if graph:
+        times["graph_forward_ms"] = time_graph_ms(forward, iters)
+        times["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
+    return times
+
+
+def time_module(module, inputs, iters) -> dict:
+    forward, forward_backward = module_steps(module, *inputs)
+    return {"forward_ms": time_ms(forward, iters),
+            "forward_backward_ms": time_ms(forward_backward, iters),
+            "host_forward_us": host_us(forward)}
+
+
+def bench_case(case, dtype, iters, peer: Peer | None) -> dict:
     inputs = make_inputs(case, dtype=dtype, device="cuda", seed=0)
     result = {"case": case.name, "source": case.source, "dtype": str(dtype).removeprefix("torch."),
               "check": verify(case, dtype)}
@@ -126,6 +254,20 @@ def bench_case(case, dtype, iters) -> dict:
     forward, forward_backward = steps(ms_deform_attn_triton, *inputs)
     result["triton"]["graph_forward_ms"] = time_graph_ms(forward, iters)
     result["triton"]["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
+    # the host path: the case's own layout (pairs or a tensor, channel-major views) as callers
+    # hand it over
+    result["helper"] = time_slot(_helper, inputs, iters)
+    ours = MSDeformAttn(case.heads * case.channels, len(case.levels), case.heads,
+                        case.points).to("cuda", dtype)
+    result["module"] = time_module(ours, module_inputs(case, dtype, inputs[1]), iters)
+    if peer is not None and dtype == torch.float32:  # the op dispatches float and double only
+        contiguous = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs]
+        result["peer_function"] = time_slot(_peer_function(peer, case.levels), contiguous, iters)
+        theirs = peer.module(case.heads * case.channels, len(case.levels), case.heads,
+                             case.points).to("cuda", dtype)
+        theirs.load_state_dict(ours.state_dict())
+        shapes = torch.tensor(case.levels, dtype=torch.int64, device="cuda")
+        result["peer_module"] = time_module(theirs, module_inputs(case, dtype, shapes), iters)
     return result
 
 
@@ -147,6 +289,32 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def _ratio(ours: dict, theirs: dict | None, key: str) -> str:
+    mine = median(ours[key]) if isinstance(ours[key], list) else ours[key]
+    if theirs is None:
+        return f"{mine:.3f} / -"
+    other = median(theirs[key]) if isinstance(theirs[key], list) else theirs[key]
+    return f"{mine:.3f} / {other:.3f} = {mine / other:.2f}x"
+
+
+def peer_table(results: list[dict]) -> str:
+    """Ours / Deformable DETR's op (ms, or µs of host time per call); below 1x we are faster."""
+    columns = [("helper", "peer_function", "forward_ms", "helper fwd"),
+               ("helper", "peer_function", "forward_backward_ms", "helper fwd+bwd"),
+               ("module", "peer_module", "forward_ms", "module fwd"),
+               ("module", "peer_module", "forward_backward_ms", "module fwd+bwd"),
+               ("helper", "peer_function", "graph_forward_ms", "graph fwd"),
+               ("helper", "peer_function", "graph_forward_backward_ms", "graph fwd+bwd"),
+               ("helper", "peer_function", "host_forward_us", "helper host us"),
+               ("module", "peer_module", "host_forward_us", "module host us")]
+    rows = ["| case | dtype | " + " | ".join(c[3] for c in columns) + " |",
+            "|---|---|" + "---|" * len(columns)]
+    for r in results:
+        cells = [_ratio(r[ours], r.get(theirs), key) for ours, theirs, key, _ in columns]
+        rows.append(f"| {r['case']} | {r['dtype']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="where to write the raw JSON")
@@ -156,16 +324,26 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA GPU")
+    # LIBREYOLO_KERNELS=triton selects the implementation even while it awaits its record
+    os.environ.setdefault("LIBREYOLO_KERNELS", "triton")
     dtype = getattr(torch, args.dtype)
     cases = load_cases(sizes=("medium", "large"))
     if args.cases:
         cases = [c for c in load_cases() if c.name in args.cases]
-    results = [bench_case(case, dtype, args.iters) for case in cases]
+    peer, peer_status = load_peer()
+    print(f"Deformable DETR's op: {peer_status}")
+    results = [bench_case(case, dtype, args.iters, peer) for case in cases]
     environment = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "cuda": torch.version.cuda, "triton": __import__("triton").__version__,
                    "python": platform.python_version()}
-    args.out.write_text(json.dumps({"environment": environment, "results": results}, indent=1))
+    peer_record = {"source": "fundamentalvision/Deformable-DETR models/ops (Apache-2.0)",
+                   "commit": peer.commit if peer else None, "status": peer_status}
+    args.out.write_text(json.dumps({"environment": environment, "peer": peer_record,
+                                    "results": results}, indent=1))
     print(table(results))
+    print()
+    print(f"Ours / Deformable DETR's op ({peer_status}):")
+    print(peer_table(results))
 
 
 if __name__ == "__main__":

@@ -39,13 +39,15 @@ def _msda_inputs(case: Case, dtype: torch.dtype, layout: str, gen: torch.Generat
 def _msda_strategy():
     level = st.tuples(st.integers(1, 9), st.integers(1, 9)).map(list)
     return st.builds(
-        lambda batch, levels, heads, channels, points, queries, locations: Case(
+        lambda batch, levels, heads, channels, points, queries, locations, shapes, value: Case(
             "hypothesis", "hypothesis", "small",
             {"batch": batch, "levels": levels, "heads": heads, "channels": channels,
-             "points": points, "queries": queries, "locations": locations}),
+             "points": points, "queries": queries, "locations": locations,
+             "spatial_shapes": shapes, "value": value}),
         st.integers(1, 3), st.lists(level, min_size=1, max_size=4), st.integers(1, 4),
         st.integers(1, 40), st.integers(1, 4), st.integers(0, 33),
-        st.sampled_from(msda_cases.LOCATIONS))
+        st.sampled_from(msda_cases.LOCATIONS), st.sampled_from(msda_cases.SPATIAL_SHAPES),
+        st.sampled_from(msda_cases.VALUES))
 
 
 SLOTS = [

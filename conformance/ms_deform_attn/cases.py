@@ -18,6 +18,9 @@ SHAPE_SET = Path(__file__).resolve().parents[1] / "shapes" / "ms_deform_attn.tom
 
 SIZES = ("small", "medium", "large")
 LOCATIONS = ("uniform", "outside", "centres", "borders")
+# How the families hand spatial_shapes and value over (docs/ms_deform_attn.md, "The lineage").
+SPATIAL_SHAPES = ("tensor", "pairs")
+VALUES = ("heads_last", "channel_major")
 
 
 @dataclass(frozen=True)
@@ -35,13 +38,15 @@ class Case:
     queries: int
     locations: str = "uniform"
     contiguous: bool = True
+    spatial_shapes: str = "tensor"
+    value: str = "heads_last"
 
     def __post_init__(self):
-        if self.size not in SIZES:
-            raise ValueError(f"case {self.name!r}: size must be one of {SIZES}, got {self.size!r}")
-        if self.locations not in LOCATIONS:
-            raise ValueError(f"case {self.name!r}: locations must be one of {LOCATIONS}, "
-                             f"got {self.locations!r}")
+        for field, allowed in (("size", SIZES), ("locations", LOCATIONS),
+                               ("spatial_shapes", SPATIAL_SHAPES), ("value", VALUES)):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"case {self.name!r}: {field} must be one of {allowed}, "
+                                 f"got {getattr(self, field)!r}")
 
     @property
     def len_in(self) -> int:
@@ -74,6 +79,8 @@ def _locations(case: Case, generator: torch.Generator) -> torch.Tensor:
 def make_inputs(case: Case, dtype=torch.float32, device="cpu", seed=0):
     """Seeded inputs for ``case``: ``(value, spatial_shapes, sampling_locations, weights)``.
 
+    ``spatial_shapes`` is an int64 tensor on ``device``, or ``(H, W)`` tuples for a "pairs" case.
+
     Values are standard normal, weights a softmax over each query's levels x points (as the
     models produce them). Values are drawn in float64 and then cast, so every dtype sees the same
     numbers up to its rounding.
@@ -86,8 +93,14 @@ def make_inputs(case: Case, dtype=torch.float32, device="cpu", seed=0):
                          generator=generator, dtype=torch.float64)
     weights = logits.softmax(-1).view(*logits.shape[:3], len(case.levels), case.points)
     tensors = [t.to(device=device, dtype=dtype) for t in (value, locations, weights)]
+    if case.value == "channel_major":
+        # stored (batch, heads, channels, len_in), as RF-DETR's and D-FINE's cores hold it; the
+        # slot sees the permuted view
+        tensors[0] = tensors[0].permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     if not case.contiguous:
         tensors = [apply_layout(t, "gapped") for t in tensors]
     value, locations, weights = tensors
+    if case.spatial_shapes == "pairs":
+        return value, [tuple(level) for level in case.levels], locations, weights
     shapes = torch.tensor(case.levels, dtype=torch.int64, device=device)
     return value, shapes, locations, weights

@@ -16,6 +16,7 @@ from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,
     ms_deform_attn_portable,
 )
+from libreyolo.kernels.attention.ms_deform_attn.levels import device_shapes, level_shapes
 
 
 class MSDeformAttn(nn.Module):
@@ -34,7 +35,7 @@ class MSDeformAttn(nn.Module):
         super().__init__()
         for name, n in {"d_model": d_model, "n_levels": n_levels, "n_heads": n_heads,
                         "n_points": n_points}.items():
-            if not isinstance(n, int) or n < 1:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {n!r}")
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
@@ -80,6 +81,7 @@ class MSDeformAttn(nn.Module):
             ``(B, len_q, d_model)``.
         """
         del level_start_index  # derivable from spatial_shapes; accepted for family call sites
+        self._check_arguments(query, reference_points, value, spatial_shapes, value_padding_mask)
         batch, len_q, _ = query.shape
         len_in = value.shape[1]
         heads, levels, points = self.n_heads, self.n_levels, self.n_points
@@ -101,15 +103,54 @@ class MSDeformAttn(nn.Module):
             out = ms_deform_attn_portable(value, spatial_shapes, locations, weights)
         return self.output_proj(out)
 
+    def _check_arguments(self, query, reference_points, value, spatial_shapes,
+                         value_padding_mask) -> None:
+        """Shapes and dtypes from metadata only (no host sync), each error naming its argument."""
+        named = {"query": query, "reference_points": reference_points, "value": value}
+        for name, tensor in named.items():
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        for name, tensor in (("query", query), ("value", value)):
+            if tensor.dim() != 3 or tensor.shape[2] != self.d_model:
+                raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}),"
+                                 f" got {tuple(tensor.shape)}")
+        batch, len_q, len_in = query.shape[0], query.shape[1], value.shape[1]
+        if value.shape[0] != batch:
+            raise ValueError(f"value has batch {value.shape[0]}, query has batch {batch}")
+        if reference_points.dim() != 4 or reference_points.shape[-1] not in (2, 4) or \
+                tuple(reference_points.shape[:3]) != (batch, len_q, self.n_levels):
+            raise ValueError(
+                "reference_points must have shape (batch, len_q, n_levels, 2) points (x, y) or "
+                f"(batch, len_q, n_levels, 4) boxes (cx, cy, w, h) = ({batch}, {len_q}, "
+                f"{self.n_levels}, 2 or 4), got {tuple(reference_points.shape)}")
+        levels = len(spatial_shapes)  # a tensor's first dimension or the number of pairs
+        if levels != self.n_levels:
+            raise ValueError(f"spatial_shapes describes {levels} levels, the module was built "
+                             f"for n_levels={self.n_levels}")
+        if value_padding_mask is None:
+            return
+        if not isinstance(value_padding_mask, torch.Tensor) or \
+                value_padding_mask.dtype != torch.bool:
+            got = getattr(value_padding_mask, "dtype", type(value_padding_mask).__name__)
+            raise TypeError("value_padding_mask must be a bool tensor (True where value is "
+                            f"padding), got {got}")
+        if tuple(value_padding_mask.shape) != (batch, len_in):
+            raise ValueError(f"value_padding_mask must have shape (batch, len_in) = ({batch}, "
+                             f"{len_in}), got {tuple(value_padding_mask.shape)}")
+
     def _sampling_locations(self, reference_points, offsets, spatial_shapes):
         """Offsets are in pixels of each level (points) or in fractions of the box (boxes)."""
         reference = reference_points[:, :, None, :, None, :]
-        if reference_points.shape[-1] == 2:
-            shapes = torch.as_tensor(spatial_shapes, dtype=offsets.dtype, device=offsets.device)
-            # (H, W) -> (W, H): x offsets are divided by widths
-            normalizer = shapes.flip(-1)[None, None, None, :, None, :]
-            return reference + offsets / normalizer
         if reference_points.shape[-1] == 4:
             return reference[..., :2] + offsets / self.n_points * reference[..., 2:] * 0.5
-        raise ValueError("reference_points must end in 2 (x, y) or 4 (cx, cy, w, h), got shape "
-                         f"{tuple(reference_points.shape)}")
+        if not isinstance(spatial_shapes, torch.Tensor) or spatial_shapes.device != offsets.device:
+            # pairs (or a tensor elsewhere): the copy on the device made once, where a fresh
+            # copy would sync every call
+            spatial_shapes = device_shapes(level_shapes(spatial_shapes), offsets.device)
+            if spatial_shapes is None:
+                raise RuntimeError("spatial_shapes pairs first seen during a CUDA graph capture "
+                                   "(copying them would sync): warm up outside the capture")
+        # (H, W) -> (W, H): x offsets are divided by widths
+        normalizer = spatial_shapes.to(device=offsets.device, dtype=offsets.dtype).flip(-1)
+        normalizer = normalizer[None, None, None, :, None, :]
+        return reference + offsets / normalizer

@@ -22,6 +22,9 @@ from conformance.ms_deform_attn.cases import (  # noqa: E402
     make_inputs,
 )
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import triton_provider  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,
 )
@@ -30,6 +33,9 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa
     environment_ok,
     ms_deform_attn_triton,
 )
+
+from .call_sites import CALL_SITES, native_inputs  # noqa: E402
+from .hostile_inputs import BAD_INPUTS, HOSTILE_CASE, NON_FINITE  # noqa: E402
 
 SMALL_CASES = load_cases(sizes=("small",))
 
@@ -85,34 +91,78 @@ def test_gradients_only_for_inputs_that_need_them():
     assert value.grad is not None and locations.grad is None and weights.grad is None
 
 
-def test_a_spatial_shapes_overstating_len_in_reads_zeros_past_value():
-    """The device path cannot check sum(H*W) == len_in without a host sync, so the kernels
-    mask every access at len_in: rows past the end read as zeros, nothing outside is touched."""
-    value, shapes, locations, weights = make_inputs(SMALL_CASES[0])
-    big = shapes * 2
-    missing = int((big[:, 0] * big[:, 1]).sum()) - value.shape[1]
-    padded = torch.cat([value, value.new_zeros(value.shape[0], missing, *value.shape[2:])], 1)
-    torch.testing.assert_close(ms_deform_attn_triton(value, big, locations, weights),
-                               ms_deform_attn_portable(padded, big, locations, weights))
+@pytest.mark.parametrize(("break_inputs", "error", "words"),
+                         [pytest.param(*row[1:], id=row[0]) for row in BAD_INPUTS])
+def test_bad_input_raises_what_the_portable_core_raises(break_inputs, error, words):
+    """Same inputs, same errors: directly, and through the helper the module calls."""
+    for path in (ms_deform_attn_triton, maybe_ms_deform_attn, ms_deform_attn_portable):
+        with pytest.raises(error) as raised:
+            path(*break_inputs(*make_inputs(HOSTILE_CASE)))
+        for word in words:
+            assert word in str(raised.value), path.__name__
+
+
+@pytest.mark.parametrize("bad", NON_FINITE.values(), ids=NON_FINITE.keys())
+def test_a_non_finite_location_gives_the_portable_result(bad):
+    """Output and the three gradients equal the portable core's, which reads such a point as
+    zero (test_portable states that rule)."""
+    value, shapes, locations, weights = make_inputs(HOSTILE_CASE)
+    locations = locations.clone()
+    locations[0, 1, 0, 1, 2, 0] = bad
+    locations[2, 4, 1, 0, 0] = bad
+    results = []
+    for fn in (ms_deform_attn_triton, ms_deform_attn_portable):
+        leaves = [t.clone().requires_grad_() for t in (value, locations, weights)]
+        out = fn(leaves[0], shapes, leaves[1], leaves[2])
+        out.backward(torch.ones_like(out))
+        results.append([out, *(leaf.grad for leaf in leaves)])
+    assert torch.isfinite(results[0][0]).all()
+    for got, expected in zip(*results, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(("change", "reason_words"), [
     (lambda v, s, loc, w: (v.double(), s, loc.double(), w.double()), "dtype"),
-    (lambda v, s, loc, w: (v, s.int(), loc, w), "int64"),
-    (lambda v, s, loc, w: (v, s.tolist(), loc, w), "tensor"),
-    (lambda v, s, loc, w: (v, s, loc.double(), w), "share a dtype"),
-    (lambda v, s, loc, w: (v, s, loc[:, :, :1], w), "sampling_locations does not match"),
-    (lambda v, s, loc, w: (v, s, loc, w[..., :1]), "attention_weights does not match"),
-    (lambda v, s, loc, w: (v.to("meta"), s, loc, w), "meta"),
     (lambda v, s, loc, w: tuple(t if t is s else t[:1].expand(65536, *t.shape[1:])
                                 for t in (v, s, loc, w)), "launch grid"),
 ])
 def test_declines_what_it_does_not_take_with_a_reason(change, reason_words):
     inputs = change(*make_inputs(SMALL_CASES[0]))
     reason = accepts(*inputs)
-    assert reason is not None and reason_words in reason
+    assert isinstance(reason, str) and reason_words in reason
     with pytest.raises(ValueError, match="declines"):
         ms_deform_attn_triton(*inputs)
+
+
+@pytest.mark.parametrize("layout", ["tensor", "pairs", "tuple_pairs"])
+def test_every_spatial_shapes_layout_reaches_the_kernels_through_dispatch(layout, monkeypatch):
+    """The registry hands accepts' plan to the call, which runs the kernels on it."""
+    value, shapes, locations, weights = make_inputs(SMALL_CASES[0])
+    given = {"tensor": shapes, "pairs": shapes.tolist(),
+             "tuple_pairs": tuple(map(tuple, shapes.tolist()))}[layout]
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    out = maybe_ms_deform_attn(value, given, locations, weights)
+    assert len(plans) == 1 and isinstance(plans[0], triton_provider.LaunchPlan)
+    torch.testing.assert_close(out, ms_deform_attn_portable(value, shapes, locations, weights),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_spatial_shapes_tensor_is_read_once_per_version(monkeypatch):
+    """Reading a device tensor is a host sync: once per tensor version, not once per call."""
+    value, shapes, locations, weights = make_inputs(SMALL_CASES[0])
+    reads = []
+    real_read = levels_module._read_tensor
+    monkeypatch.setattr(levels_module, "_read_tensor",
+                        lambda t: reads.append(t) or real_read(t))
+    for _ in range(3):
+        maybe_ms_deform_attn(value, shapes, locations, weights)
+    assert len(reads) == 1
+    shapes.add_(0)  # an in-place change: a new version, read again
+    maybe_ms_deform_attn(value, shapes, locations, weights)
+    assert len(reads) == 2
 
 
 def test_declines_while_a_graph_is_captured():
@@ -120,3 +170,46 @@ def test_declines_while_a_graph_is_captured():
     reasons = []
     torch.jit.trace(lambda v: reasons.append(accepts(v, *inputs[1:])) or v, (inputs[0],))
     assert reasons and "captured" in reasons[0]
+
+
+@pytest.mark.parametrize("site", CALL_SITES, ids=lambda s: s.name)
+def test_each_family_layout_reaches_the_triton_kernels(site, monkeypatch):
+    """The layouts of docs/ms_deform_attn.md's lineage table, through the public helpers."""
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    native, inputs = native_inputs(site)
+    out = site.call(*native)
+    assert len(plans) == 1, f"{site.families}: the Triton kernels did not run"
+    torch.testing.assert_close(out, ms_deform_attn_portable(*inputs), rtol=1e-5, atol=1e-6)
+
+
+def test_the_module_reaches_the_triton_kernels_with_pairs_and_with_a_tensor(monkeypatch):
+    from libreyolo.nn import MSDeformAttn
+
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    module = MSDeformAttn(d_model=32, n_levels=2, n_heads=4, n_points=3)
+    levels = [(6, 8), (3, 4)]
+    query, reference = torch.randn(2, 5, 32), torch.rand(2, 5, 2, 2)
+    value = torch.randn(2, 60, 32)
+    outs = [module(query, reference, value, shapes)
+            for shapes in (levels, torch.tensor(levels, dtype=torch.int64))]
+    assert len(plans) == 2
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+def test_a_call_through_the_helper_validates_once(monkeypatch):
+    """accepts validates and plans; the call takes its plan instead of validating again."""
+    calls = []
+    real_validate = triton_provider.validate_inputs
+    monkeypatch.setattr(triton_provider, "validate_inputs",
+                        lambda *args: calls.append(1) or real_validate(*args))
+    inputs = make_inputs(SMALL_CASES[0])
+    assert maybe_ms_deform_attn(*inputs) is not None
+    assert len(calls) == 1
+    ms_deform_attn_triton(*inputs)  # a direct call prepares for itself, once
+    assert len(calls) == 2

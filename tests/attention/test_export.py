@@ -13,11 +13,13 @@ import torch
 from .static_shapes import WithStaticShapes, example_inputs
 
 # Ops an ONNX graph of the portable core may contain: projections, softmax, the bilinear
-# sampling and the reshapes around them. Anything else (a custom domain, a PythonOp) fails.
+# sampling and the reshapes around them, and the test that moves non-finite locations outside
+# (isfinite: IsInf, IsNaN and logic). Anything else (a custom domain, a PythonOp) fails.
 PORTABLE_ONNX_OPS = {
     "Add", "Cast", "Concat", "Constant", "ConstantOfShape", "Div", "Expand", "Flatten", "Gather",
     "Gemm", "GridSample", "MatMul", "Mul", "Reshape", "ReduceSum", "Shape", "Slice", "Softmax",
     "Split", "Squeeze", "Sub", "Transpose", "Unsqueeze", "Identity", "Where", "Equal",
+    "IsInf", "IsNaN", "Not", "Or", "And",
 }
 
 

@@ -139,6 +139,8 @@ def test_init_spreads_each_head_in_its_own_direction():
 @pytest.mark.parametrize(("kwargs", "words"), [
     ({"d_model": 30, "n_heads": 4}, ["d_model (30)", "n_heads (4)"]),
     ({"n_points": 0}, ["n_points", "positive"]),
+    ({"n_points": True}, ["n_points", "positive", "True"]),
+    ({"n_levels": 2.0}, ["n_levels", "positive", "2.0"]),
 ])
 def test_bad_configuration(kwargs, words):
     with pytest.raises(ValueError) as raised:
@@ -147,10 +149,45 @@ def test_bad_configuration(kwargs, words):
         assert word in str(raised.value)
 
 
-def test_bad_reference_points():
-    query, reference, value, shapes, starts = module_inputs(reference_dims=3)
-    with pytest.raises(ValueError, match=r"reference_points must end in 2 \(x, y\) or 4"):
-        make_module()(query, reference, value, shapes, starts)
+# Bad forward arguments: (id, how the valid (query, reference, value, shapes, starts, mask) are
+# broken, exception, words the message must contain). The module: d_model 32, 2 levels; the
+# inputs: batch 2, 5 queries, len_in 60.
+BAD_FORWARD = [
+    ("query_width", lambda q, r, v, s, i, m: (q[..., :16], r, v, s, i, m), ValueError,
+     ["query", "d_model=32", "(2, 5, 16)"]),
+    ("value_width", lambda q, r, v, s, i, m: (q, r, v[..., :16], s, i, m), ValueError,
+     ["value", "d_model=32", "(2, 60, 16)"]),
+    ("batch_mismatch", lambda q, r, v, s, i, m: (q, r, v[:1], s, i, m[:1]), ValueError,
+     ["value has batch 1", "query has batch 2"]),
+    ("query_2d", lambda q, r, v, s, i, m: (q[0], r, v, s, i, m), ValueError,
+     ["query", "(batch, length, d_model=32)", "(5, 32)"]),
+    ("query_not_a_tensor", lambda q, r, v, s, i, m: (q.tolist(), r, v, s, i, m), TypeError,
+     ["query", "torch.Tensor", "list"]),
+    ("reference_points_3_wide", lambda q, r, v, s, i, m: (q, r[..., :1].expand(-1, -1, -1, 3),
+                                                         v, s, i, m), ValueError,
+     ["reference_points", "(2, 5, 2, 2 or 4)", "(2, 5, 2, 3)"]),
+    ("reference_points_levels", lambda q, r, v, s, i, m: (q, r[:, :, :1], v, s, i, m), ValueError,
+     ["reference_points", "n_levels", "(2, 5, 1, 2)"]),
+    ("mask_float", lambda q, r, v, s, i, m: (q, r, v, s, i, m.float()), TypeError,
+     ["value_padding_mask", "bool", "torch.float32"]),
+    ("mask_shape", lambda q, r, v, s, i, m: (q, r, v, s, i, m[:, :10]), ValueError,
+     ["value_padding_mask", "(batch, len_in) = (2, 60)", "(2, 10)"]),
+    ("level_count_tensor", lambda q, r, v, s, i, m: (q, r, v, s[:1], i, m), ValueError,
+     ["spatial_shapes", "1 levels", "n_levels=2"]),
+    ("level_count_pairs", lambda q, r, v, s, i, m: (q, r, v, [*LEVELS, (1, 1)], i, m),
+     ValueError, ["spatial_shapes", "3 levels", "n_levels=2"]),
+]
+
+
+@pytest.mark.parametrize(("break_args", "error", "words"),
+                         [pytest.param(*row[1:], id=row[0]) for row in BAD_FORWARD])
+def test_bad_forward_arguments_raise_an_error_naming_them(break_args, error, words):
+    query, reference, value, shapes, starts = module_inputs()
+    mask = torch.zeros(value.shape[:2], dtype=torch.bool)
+    with pytest.raises(error) as raised:
+        make_module()(*break_args(query, reference, value, shapes, starts, mask))
+    for word in words:
+        assert word in str(raised.value)
 
 
 def test_the_slot_is_not_consulted_while_tracing(fake_impl, monkeypatch):

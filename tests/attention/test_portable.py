@@ -9,6 +9,7 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (
     ms_deform_attn_ragged,
 )
 
+from .hostile_inputs import BAD_INPUTS, HOSTILE_CASE, NON_FINITE
 from .loop_reference import bilinear, deform_attn_loops, nearest_clamped
 
 SMALL_CASES = load_cases(sizes=("small",))
@@ -85,49 +86,11 @@ def test_ragged_with_equal_points_is_the_slot():
         ms_deform_attn_portable(value, shapes, locations, weights), rtol=0, atol=0)
 
 
-# Bad input: (id, how the valid inputs are broken, exception, words the message must contain).
-# Inputs are the "levels_1x1" case: batch 3, levels 1x1, 2x3, 1x1 (len_in 8), 2 heads x 8,
-# 5 queries, 3 points.
-BAD_INPUTS = [
-    ("len_in_not_sum_hw", lambda v, s, loc, w: (v[:, :-1], s, loc, w), ValueError,
-     ["len_in=7", "sum(H*W)=8"]),
-    ("spatial_shapes_int32", lambda v, s, loc, w: (v, s.int(), loc, w), TypeError,
-     ["spatial_shapes", "int64", "torch.int32"]),
-    ("spatial_shapes_float", lambda v, s, loc, w: (v, s.double(), loc, w), TypeError,
-     ["spatial_shapes", "int64"]),
-    ("spatial_shapes_not_pairs", lambda v, s, loc, w: (v, s.view(-1), loc, w), ValueError,
-     ["spatial_shapes", "(levels, 2)"]),
-    ("spatial_shapes_zero_size", lambda v, s, loc, w: (v, s * 0, loc, w), ValueError,
-     ["spatial_shapes", "positive"]),
-    ("value_3d", lambda v, s, loc, w: (v.flatten(2), s, loc, w), ValueError,
-     ["value", "(batch, len_in, heads, channels)"]),
-    ("locations_wrong_heads", lambda v, s, loc, w: (v, s, loc[:, :, :1], w[:, :, :1]), ValueError,
-     ["sampling_locations", "(batch, len_q, heads, levels, points, 2)"]),
-    ("locations_wrong_levels", lambda v, s, loc, w: (v, s, loc[:, :, :, :2], w[:, :, :, :2]),
-     ValueError, ["sampling_locations", "levels"]),
-    ("locations_wrong_batch", lambda v, s, loc, w: (v, s, loc[:2], w[:2]), ValueError,
-     ["sampling_locations", "(3, len_q, 2, 3, points, 2)"]),
-    ("weights_wrong_points", lambda v, s, loc, w: (v, s, loc, w[..., :2]), ValueError,
-     ["attention_weights", "(3, 5, 2, 3, 3)", "(3, 5, 2, 3, 2)"]),
-    ("weights_dtype", lambda v, s, loc, w: (v, s, loc, w.double()), TypeError,
-     ["attention_weights", "torch.float64", "share a dtype"]),
-    ("value_integer", lambda v, s, loc, w: (v.long(), s, loc, w), TypeError,
-     ["value", "floating-point"]),
-    ("locations_not_a_tensor", lambda v, s, loc, w: (v, s, loc.tolist(), w), TypeError,
-     ["sampling_locations", "torch.Tensor", "list"]),
-    ("weights_on_another_device", lambda v, s, loc, w: (v, s, loc, w.to("meta")), ValueError,
-     ["attention_weights", "meta", "one device"]),
-    ("value_on_another_device", lambda v, s, loc, w: (v.to("meta"), s, loc, w), ValueError,
-     ["sampling_locations", "meta", "one device"]),
-]
-
-
 @pytest.mark.parametrize(("break_inputs", "error", "words"),
                          [pytest.param(*row[1:], id=row[0]) for row in BAD_INPUTS])
 def test_bad_input_raises_an_error_naming_the_argument(break_inputs, error, words):
-    case = next(c for c in SMALL_CASES if c.name == "levels_1x1")
     with pytest.raises(error) as raised:
-        ms_deform_attn_portable(*break_inputs(*make_inputs(case)))
+        ms_deform_attn_portable(*break_inputs(*make_inputs(HOSTILE_CASE)))
     for word in words:
         assert word in str(raised.value)
 
@@ -145,3 +108,33 @@ def test_ragged_bad_input(kwargs, error, words):
                               **kwargs)
     for word in words:
         assert word in str(raised.value)
+
+
+@pytest.mark.parametrize("bad", NON_FINITE.values(), ids=NON_FINITE.keys())
+def test_a_non_finite_location_reads_zero_with_zero_gradients(bad):
+    """The rule every path follows (docs/ms_deform_attn.md): NaN or +-inf in a coordinate makes
+    that point read zero, as a point outside every level does (x = -1 here)."""
+    value, shapes, locations, weights = make_inputs(HOSTILE_CASE, dtype=torch.float64)
+    hostile, outside = locations.clone(), locations.clone()
+    hostile[0, 1, 0, 1, 2, 0] = bad
+    outside[0, 1, 0, 1, 2, 0] = -1.0
+    leaves = [[t.clone().requires_grad_() for t in (value, locs, weights)]
+              for locs in (hostile, outside)]
+    outs = [ms_deform_attn_portable(v, shapes, loc, w) for v, loc, w in leaves]
+    for out in outs:
+        out.sum().backward()
+    assert torch.isfinite(outs[0]).all()
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+    for got, expected in zip(leaves[0], leaves[1], strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=0, atol=0)
+    assert leaves[0][1].grad[0, 1, 0, 1, 2].abs().sum() == 0
+
+
+def test_a_spatial_shapes_tensor_made_under_inference_mode_is_read():
+    """Inference tensors have no version counter; reading their level sizes must still work."""
+    value, shapes, locations, weights = make_inputs(SMALL_CASES[0], dtype=torch.float64)
+    with torch.inference_mode():
+        frozen = shapes.clone()
+        out = ms_deform_attn_portable(value, frozen, locations, weights)
+    torch.testing.assert_close(out, ms_deform_attn_portable(value, shapes, locations, weights),
+                               rtol=0, atol=0)

@@ -44,8 +44,9 @@ def test_every_one_of_twenty_backward_runs_passes(case):
             assert verdict.passed, f"{case.name}: {verdict}"
 
 
-def test_forward_and_backward_replay_in_a_cuda_graph():
-    case = next(c for c in load_cases() if c.name == "detr_4level_mini")
+@pytest.mark.parametrize("case_name", ["detr_4level_mini", "rt_detr_pairs_mini"])
+def test_forward_and_backward_replay_in_a_cuda_graph(case_name):
+    case = next(c for c in load_cases() if c.name == case_name)
     value, shapes, locations, weights = make_inputs(case, device="cuda")
     leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
     grad = torch.randn(case.batch, case.queries, case.heads * case.channels, device="cuda")
@@ -112,3 +113,81 @@ def test_the_module_trains_through_triton_and_matches_the_portable_path(monkeypa
     assert slot_calls == [True]
     for a, b in zip(via_triton, portable, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def triton_runs(monkeypatch):
+    """Spy on the Triton forward: the list of plans it ran with."""
+    plans = []
+    real_forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, *args: plans.append(plan) or real_forward(plan, *args))
+    return plans
+
+
+def _call_sites():
+    from .call_sites import CALL_SITES
+
+    return CALL_SITES
+
+
+@pytest.mark.parametrize("site", _call_sites(), ids=lambda s: s.name)
+def test_each_family_layout_reaches_the_triton_kernels_on_cuda(site, triton_runs):
+    from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
+
+    from .call_sites import native_inputs
+
+    native, inputs = native_inputs(site, device="cuda")
+    out = site.call(*native)
+    assert len(triton_runs) == 1, f"{site.families}: the Triton kernels did not run"
+    torch.testing.assert_close(out, ms_deform_attn_portable(*inputs), rtol=1e-4, atol=1e-5)
+
+
+def _module_inputs(layout):
+    levels = [(20, 30), (10, 15)]
+    shapes = levels if layout == "pairs" else torch.tensor(levels, dtype=torch.int64,
+                                                            device="cuda")
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    return (torch.randn(2, 50, 256, device="cuda", generator=generator),
+            torch.rand(2, 50, 2, 2, device="cuda", generator=generator),
+            torch.randn(2, 750, 256, device="cuda", generator=generator), shapes)
+
+
+@pytest.mark.parametrize("layout", ["pairs", "tensor"])
+def test_the_module_reaches_the_triton_kernels_with_each_spatial_shapes_layout(layout,
+                                                                              triton_runs):
+    from libreyolo.nn import MSDeformAttn
+
+    module = MSDeformAttn(d_model=256, n_levels=2, n_heads=8, n_points=4).cuda()
+    module(*_module_inputs(layout))
+    assert len(triton_runs) == 1
+
+
+@pytest.mark.parametrize("layout", ["pairs", "tensor"])
+def test_no_host_sync_after_a_warm_up_call(layout):
+    """The module forward and backward, and the helper, under sync debug mode "error": the
+    level sizes are read (tensor) or copied (pairs) once, in the warm-up call."""
+    from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn
+    from libreyolo.nn import MSDeformAttn
+
+    module = MSDeformAttn(d_model=256, n_levels=2, n_heads=8, n_points=4).cuda()
+    query, reference, value, shapes = _module_inputs(layout)
+    case = next(c for c in load_cases() if c.name == "rt_detr_decoder")
+    slot_inputs = make_inputs(case, device="cuda")
+    if layout == "tensor":
+        slot_inputs = (slot_inputs[0], torch.tensor(case.levels, device="cuda"),
+                       *slot_inputs[2:])
+
+    def step():
+        module.zero_grad(set_to_none=True)
+        module(query, reference, value, shapes).square().mean().backward()
+        assert maybe_ms_deform_attn(*slot_inputs) is not None
+
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()

@@ -21,9 +21,10 @@ def can_use_slot() -> bool:
 def maybe_ms_deform_attn(value, spatial_shapes, sampling_locations, attention_weights):
     """The slot's output from the first eligible implementation that takes this input, or None.
 
-    Arguments are the slot's: value ``(B, len_in, heads, C)``, spatial_shapes ``(levels, 2)``
-    int64 tensor on value's device, sampling_locations ``(B, len_q, heads, levels, points, 2)``,
-    attention_weights ``(B, len_q, heads, levels, points)``.
+    Arguments are the slot's: value ``(B, len_in, heads, C)``, spatial_shapes ``(H, W)`` pairs
+    of ints or a ``(levels, 2)`` int64 tensor (either reaches the kernels),
+    sampling_locations ``(B, len_q, heads, levels, points, 2)``, attention_weights
+    ``(B, len_q, heads, levels, points)``. Bad input raises the portable core's errors.
     """
     if not can_use_slot():
         return None

@@ -8,46 +8,18 @@ take (a different point count per level, discrete nearest-pixel sampling) and al
 Coordinate convention (the one ``grid_sample(align_corners=False)`` uses): a location ``u`` in
 ``[0, 1]`` on a level of width ``W`` samples pixel coordinate ``u * W - 0.5``, so ``u = 0`` and
 ``u = 1`` are the outer edges of the border pixels and ``(i + 0.5) / W`` is the centre of pixel
-``i``. Locations outside ``[0, 1]`` are legal and read zeros beyond the border.
+``i``. Locations outside ``[0, 1]`` are legal and read zeros beyond the border; so does a
+location with a non-finite coordinate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 import torch.nn.functional as F
 
-SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
+from .levels import level_shapes
 
 SAMPLING_METHODS = ("bilinear", "discrete")
-
-
-def level_shapes(spatial_shapes: SpatialShapes) -> list[tuple[int, int]]:
-    """Return the levels' ``(H, W)`` as Python ints from a ``(levels, 2)`` int64 tensor or pairs.
-
-    A tensor must be int64 (families build it with ``torch.as_tensor(..., dtype=torch.long)``);
-    reading a CUDA tensor here is a host sync, which is fine on the portable path.
-    """
-    if isinstance(spatial_shapes, torch.Tensor):
-        if spatial_shapes.dtype != torch.int64:
-            raise TypeError(
-                f"spatial_shapes must be an int64 tensor, got dtype {spatial_shapes.dtype}"
-            )
-        if spatial_shapes.dim() != 2 or spatial_shapes.shape[1] != 2:
-            raise ValueError(
-                f"spatial_shapes must have shape (levels, 2), got {tuple(spatial_shapes.shape)}"
-            )
-        pairs = spatial_shapes.tolist()
-    else:
-        pairs = [tuple(pair) for pair in spatial_shapes]
-        if any(len(pair) != 2 or not all(isinstance(n, int) for n in pair) for pair in pairs):
-            raise TypeError(f"spatial_shapes must be (H, W) pairs of ints, got {spatial_shapes!r}")
-    if not pairs:
-        raise ValueError("spatial_shapes must describe at least one level, got none")
-    if any(h < 1 or w < 1 for h, w in pairs):
-        raise ValueError(f"spatial_shapes must be positive (H, W) pairs, got {pairs}")
-    return [(int(h), int(w)) for h, w in pairs]
 
 
 def _check_tensors(value, sampling_locations, attention_weights) -> None:
@@ -136,8 +108,19 @@ def _validate_ragged(value, spatial_shapes, sampling_locations, attention_weight
     return shapes, points
 
 
+# Where a coordinate is not finite, the location moves here: a whole level outside, where every
+# bilinear corner reads zero.
+OUTSIDE = -1.0
+
+
 def _sample_bilinear(level: torch.Tensor, locations: torch.Tensor) -> torch.Tensor:
-    """(N, C, H, W) x (N, Q, P, 2) in [0, 1] -> (N, C, Q, P), zeros outside the level."""
+    """(N, C, H, W) x (N, Q, P, 2) in [0, 1] -> (N, C, Q, P), zeros outside the level.
+
+    A non-finite coordinate (NaN, +-inf) reads zero and gets a zero gradient, like a location
+    outside the level (``grid_sample`` alone would give NaN). Deformable DETR's compiled op does
+    the same (its bounds test is false for NaN and inf), and so does the Triton implementation.
+    """
+    locations = torch.where(torch.isfinite(locations), locations, OUTSIDE)
     return F.grid_sample(level, 2 * locations - 1, mode="bilinear", padding_mode="zeros",
                          align_corners=False)
 

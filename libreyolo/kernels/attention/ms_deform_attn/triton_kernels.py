@@ -32,6 +32,11 @@ def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
     u = tl.load(loc_ptr + 2 * lp_offset, mask=q_mask, other=0.0).to(tl.float32)
     v = tl.load(loc_ptr + 2 * lp_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + lp_offset, mask=q_mask, other=0.0).to(tl.float32)
+    # A non-finite coordinate (NaN fails every comparison) moves a whole level outside, where
+    # it reads zero with a zero gradient: the portable core's rule, made explicit because the
+    # interpreter's maximum propagates NaN where the GPU's drops it.
+    u = tl.where(tl.abs(u) < float("inf"), u, -1.0)
+    v = tl.where(tl.abs(v) < float("inf"), v, -1.0)
     # Clamping keeps far-away locations from overflowing int32; beyond the pad every corner
     # is outside the level either way, so the result and its gradient (zero) are unchanged.
     x = tl.minimum(tl.maximum(u * width.to(tl.float32) - 0.5, -2.0), width.to(tl.float32) + 1.0)

@@ -5,9 +5,12 @@ kernels module is imported only when the implementation first runs. Runs on CUDA
 CPU tensors under ``TRITON_INTERPRET=1`` (how CI checks its logic). Inputs in float32, float16 or
 bfloat16 are computed in float32 and results returned in the input dtype.
 
-Nothing here reads device data on the host: shapes come from tensor metadata, level sizes are
-read inside the kernels, buffers have data-independent sizes. After a warm-up call (which
-compiles), forward and backward are CUDA-graph capturable.
+``accepts`` validates and plans once (the portable core's validation, so bad input raises the
+same errors on both paths) and hands the plan to the call. Device data is read on the host only
+the first time a ``spatial_shapes`` tensor (at a given version) is seen; level sizes given as
+pairs are copied to the device once. Buffers have data-independent sizes. After a warm-up call
+(which compiles and reads or copies the level sizes), forward and backward are CUDA-graph
+capturable.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
+from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
+
+from .levels import device_shapes, remembered
+from .portable import validate_inputs
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Offsets inside the kernels are int32.
@@ -43,43 +50,61 @@ def environment_ok() -> bool:
     return interpreting() or torch.cuda.is_available()
 
 
+class LaunchPlan(Prepared):
+    """An input :func:`accepts` validated: the kernels' arguments, ready to launch."""
+
+    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q")
+
+    def __init__(self, shapes, value, sampling_locations):
+        batch, len_in, heads, channels = value.shape
+        len_q, levels, points = sampling_locations.shape[1], sampling_locations.shape[3], \
+            sampling_locations.shape[4]
+        block_q, block_c = _blocks(channels)
+        self.shapes = shapes
+        self.sizes = (len_in, len_q, heads)
+        self.constants = {"C": channels, "LEVELS": levels, "POINTS": points,
+                          "BLOCK_Q": block_q, "BLOCK_C": block_c}
+        self.batch_heads = batch * heads
+        self.len_q = len_q
+
+
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
-    """None when the kernels take this input, else why not (metadata only: no device reads)."""
-    tensors = {"value": value, "spatial_shapes": spatial_shapes,
-               "sampling_locations": sampling_locations, "attention_weights": attention_weights}
-    if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
-        return "every argument must be a tensor (spatial_shapes as a (levels, 2) int64 tensor)"
+    """A :class:`LaunchPlan` when the kernels take this input, else why not.
+
+    Bad input raises what the portable core raises (its own validation, the same function):
+    ``TypeError``/``ValueError`` naming the argument. ``spatial_shapes`` may be ``(H, W)`` pairs
+    or an int64 tensor on any device: a tensor is read on the host once per tensor version,
+    pairs are copied to the device once (``levels.py``), so steady-state calls do not sync.
+    """
     if (capturing := capture_reason()) is not None:
         return capturing
+    if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
+            and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
+        return ("spatial_shapes tensor not read before this CUDA graph capture (reading it "
+                "would sync): warm up with it outside the capture")
+    levels = validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
     wanted = "cpu" if interpreting() else "cuda"
-    for name, tensor in tensors.items():
-        if tensor.device.type != wanted:
-            return f"{name} is on {tensor.device}, the kernels run on {wanted}"
-        if tensor.device != value.device:
-            return f"{name} is on {tensor.device}, value on {value.device}"
+    if value.device.type != wanted:
+        return f"value is on {value.device}, the kernels run on {wanted}"
     if value.dtype not in SUPPORTED_DTYPES:
         return f"value dtype {value.dtype} is not one of {SUPPORTED_DTYPES}"
-    if sampling_locations.dtype != value.dtype or attention_weights.dtype != value.dtype:
-        return "value, sampling_locations and attention_weights must share a dtype"
-    if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
-            or spatial_shapes.shape[1] != 2:
-        return "spatial_shapes must be a (levels, 2) int64 tensor"
-    if value.dim() != 4 or sampling_locations.dim() != 6:
-        return "value must be 4-D and sampling_locations 6-D (the slot's layout)"
-    batch, _, heads, _ = value.shape
-    _, len_q, _, levels, points, _ = sampling_locations.shape
-    if tuple(sampling_locations.shape) != (batch, len_q, heads, spatial_shapes.shape[0], points, 2):
-        return "sampling_locations does not match value and spatial_shapes"
-    if tuple(attention_weights.shape) != (batch, len_q, heads, levels, points):
-        return "attention_weights does not match sampling_locations"
-    if levels == 0 or points == 0:
-        return "no levels or no points"
+    batch, _, heads, channels = value.shape
+    len_q, points = sampling_locations.shape[1], sampling_locations.shape[4]
+    if points == 0:
+        return "no points"
     if batch * heads > MAX_GRID_Y:
         return f"batch x heads = {batch * heads} exceeds the launch grid's {MAX_GRID_Y}"
-    if max(t.numel() for t in tensors.values()) > MAX_ELEMENTS or \
-            batch * len_q * value.shape[2] * value.shape[3] > MAX_ELEMENTS:
+    if max(value.numel(), sampling_locations.numel(), batch * len_q * heads * channels) \
+            > MAX_ELEMENTS:
         return f"more than {MAX_ELEMENTS} elements in one tensor (int32 offsets)"
-    return None
+    if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.device == value.device:
+        shapes = spatial_shapes.contiguous()
+    else:
+        shapes = device_shapes(levels, value.device)
+        if shapes is None:
+            return ("spatial_shapes pairs first seen during a CUDA graph capture (copying them "
+                    "would sync): warm up with them outside the capture")
+    return LaunchPlan(shapes, value, sampling_locations)
 
 
 @functools.cache
@@ -99,43 +124,30 @@ def _cdiv(n: int, block: int) -> int:
     return -(-n // block)
 
 
-def _launch_config(value, sampling_locations):
-    batch, len_in, heads, channels = value.shape
-    len_q, levels, points = sampling_locations.shape[1], sampling_locations.shape[3], \
-        sampling_locations.shape[4]
-    block_q, block_c = _blocks(channels)
-    constants = {"C": channels, "LEVELS": levels, "POINTS": points,
-                 "BLOCK_Q": block_q, "BLOCK_C": block_c}
-    return (len_in, len_q, heads), constants
-
-
-def _forward(value, spatial_shapes, sampling_locations, attention_weights):
+def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
     batch, _, heads, channels = value.shape
-    len_q = sampling_locations.shape[1]
-    out = value.new_empty(batch, len_q, heads * channels)
+    out = value.new_empty(batch, plan.len_q, heads * channels)
     if out.numel() == 0:
         return out
-    sizes, constants = _launch_config(value, sampling_locations)
-    grid = (_cdiv(len_q, constants["BLOCK_Q"]), batch * heads,
+    constants = plan.constants
+    grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
             _cdiv(channels, constants["BLOCK_C"]))
     _kernels().ms_deform_attn_fwd_kernel[grid](
-        value, spatial_shapes, sampling_locations, attention_weights, out, *sizes, **constants,
+        value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes, **constants,
         num_warps=NUM_WARPS)
     return out
 
 
-def _backward(grad_out, value, spatial_shapes, sampling_locations, attention_weights):
+def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_weights):
     grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
     grad_locations = torch.zeros_like(sampling_locations)
     grad_weights = torch.zeros_like(attention_weights)
-    batch, _, heads, _ = value.shape
-    len_q = sampling_locations.shape[1]
     if grad_out.numel() > 0:
-        sizes, constants = _launch_config(value, sampling_locations)
-        grid = (_cdiv(len_q, constants["BLOCK_Q"]), batch * heads)
+        grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
         _kernels().ms_deform_attn_bwd_kernel[grid](
-            value, spatial_shapes, sampling_locations, attention_weights, grad_out,
-            grad_value, grad_locations, grad_weights, *sizes, **constants, num_warps=NUM_WARPS)
+            value, plan.shapes, sampling_locations, attention_weights, grad_out,
+            grad_value, grad_locations, grad_weights, *plan.sizes, **plan.constants,
+            num_warps=NUM_WARPS)
     return grad_value.to(value.dtype), grad_locations, grad_weights
 
 
@@ -143,29 +155,40 @@ class _MSDeformAttnFunction(torch.autograd.Function):
     """Autograd wiring: the backward kernel gives all three gradients in one pass."""
 
     @staticmethod
-    def forward(ctx, value, spatial_shapes, sampling_locations, attention_weights):
-        ctx.save_for_backward(value, spatial_shapes, sampling_locations, attention_weights)
-        return _forward(value, spatial_shapes, sampling_locations, attention_weights)
+    def forward(ctx, plan, value, sampling_locations, attention_weights):
+        ctx.plan = plan
+        ctx.save_for_backward(value, sampling_locations, attention_weights)
+        return _forward(plan, value, sampling_locations, attention_weights)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        value, spatial_shapes, sampling_locations, attention_weights = ctx.saved_tensors
+        value, sampling_locations, attention_weights = ctx.saved_tensors
         grad_value, grad_locations, grad_weights = _backward(
-            grad_out.contiguous(), value, spatial_shapes, sampling_locations, attention_weights)
+            ctx.plan, grad_out.contiguous(), value, sampling_locations, attention_weights)
         needs = ctx.needs_input_grad
-        return (grad_value if needs[0] else None, None,
+        return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] else None, grad_weights if needs[3] else None)
 
 
-def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_weights):
-    """The slot on the Triton kernels; differentiable in value, locations and weights."""
-    reason = accepts(value, spatial_shapes, sampling_locations, attention_weights)
-    if reason is not None:
-        raise ValueError(f"ms_deform_attn triton implementation declines this input: {reason}")
-    return _MSDeformAttnFunction.apply(value.contiguous(), spatial_shapes.contiguous(),
-                                       sampling_locations.contiguous(),
-                                       attention_weights.contiguous())
+def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_weights, *,
+                          prepared: LaunchPlan | None = None):
+    """The slot on the Triton kernels; differentiable in value, locations and weights.
+
+    ``prepared`` is what :func:`accepts` returned for these arguments (the registry passes it);
+    a direct call without it runs :func:`accepts` itself and raises ``ValueError`` with the
+    reason when the kernels decline the input.
+    """
+    if prepared is None:
+        prepared = accepts(value, spatial_shapes, sampling_locations, attention_weights)
+        if isinstance(prepared, str):
+            raise ValueError(f"ms_deform_attn triton implementation declines this input: "
+                             f"{prepared}")
+    tensors = (value.contiguous(), sampling_locations.contiguous(),
+               attention_weights.contiguous())
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _MSDeformAttnFunction.apply(prepared, *tensors)
+    return _forward(prepared, *tensors)
 
 
 _HERE = Path(__file__).resolve().parent

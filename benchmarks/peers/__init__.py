@@ -1,0 +1,1 @@
+"""Builders for other projects' kernels that the benchmarks compare against (never committed)."""

@@ -1,0 +1,117 @@
+"""The levels' ``(H, W)`` sizes, read and checked once, on the host and on the device.
+
+``spatial_shapes`` arrives as ``(H, W)`` pairs of Python ints or as a ``(levels, 2)`` int64 tensor,
+often on the GPU. Reading a GPU tensor on the host is a sync, so a tensor is read once per tensor
+version (an in-place change bumps ``_version`` and the next call reads it again); pairs are known
+on the host and are copied to a device once per device, so the kernels, which read the sizes on
+the device, take either layout without a sync after the first call. Nothing is remembered while a
+graph is captured (trace, compile, export): a captured graph must not depend on this process's
+memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+
+import torch
+
+from libreyolo.capture import is_capturing
+
+SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
+Levels = tuple[tuple[int, int], ...]
+
+# Bounds on what is remembered: a model holds a handful of level layouts, and a dead or evicted
+# entry only costs one more read.
+MAX_REMEMBERED = 64
+
+_lock = threading.Lock()
+# id(tensor) -> (weak reference to it, its _version when read, its levels)
+_read: dict[int, tuple[weakref.ref, int, Levels]] = {}
+# (levels, device) -> int64 tensor of the levels on that device
+_copies: dict[tuple[Levels, torch.device], torch.Tensor] = {}
+
+
+def _remember(store: dict, key, entry) -> None:
+    with _lock:
+        store.pop(key, None)
+        store[key] = entry
+        while len(store) > MAX_REMEMBERED:
+            store.pop(next(iter(store)))
+
+
+def _checked(pairs) -> Levels:
+    if not pairs:
+        raise ValueError("spatial_shapes must describe at least one level, got none")
+    if any(h < 1 or w < 1 for h, w in pairs):
+        raise ValueError(f"spatial_shapes must be positive (H, W) pairs, got {list(pairs)}")
+    return tuple((int(h), int(w)) for h, w in pairs)
+
+
+def _read_tensor(spatial_shapes: torch.Tensor) -> Levels:
+    if spatial_shapes.dtype != torch.int64:
+        raise TypeError(f"spatial_shapes must be an int64 tensor, got dtype {spatial_shapes.dtype}")
+    if spatial_shapes.dim() != 2 or spatial_shapes.shape[1] != 2:
+        raise ValueError(
+            f"spatial_shapes must have shape (levels, 2), got {tuple(spatial_shapes.shape)}")
+    return _checked(spatial_shapes.tolist())
+
+
+def _version(tensor: torch.Tensor) -> int:
+    """The tensor's version counter. Inference tensors (made under ``torch.inference_mode``)
+    have none: they count as version 0, so an in-place change to one is not seen (the kernels
+    still mask every access at ``len_in``, so that stays memory-safe)."""
+    return 0 if tensor.is_inference() else tensor._version
+
+
+def remembered(spatial_shapes: torch.Tensor) -> Levels | None:
+    """The levels read from this tensor at its current version, or None if not read yet."""
+    entry = _read.get(id(spatial_shapes))
+    if entry is not None and entry[0]() is spatial_shapes and entry[1] == _version(spatial_shapes):
+        return entry[2]
+    return None
+
+
+def level_shapes(spatial_shapes: SpatialShapes) -> Levels:
+    """The levels' ``(H, W)`` as Python ints from a ``(levels, 2)`` int64 tensor or pairs.
+
+    Raises ``TypeError`` for a tensor that is not int64 or pairs that are not ints, and
+    ``ValueError`` for a tensor not shaped ``(levels, 2)``, no levels, or a size below 1. A
+    tensor is read (a host sync on a GPU) once per tensor version.
+    """
+    if isinstance(spatial_shapes, torch.Tensor):
+        if is_capturing():
+            return _read_tensor(spatial_shapes)
+        levels = remembered(spatial_shapes)
+        if levels is None:
+            levels = _read_tensor(spatial_shapes)
+            _remember(_read, id(spatial_shapes),
+                      (weakref.ref(spatial_shapes), _version(spatial_shapes), levels))
+        return levels
+    pairs = [tuple(pair) for pair in spatial_shapes]
+    if any(len(pair) != 2 or not all(isinstance(n, int) for n in pair) for pair in pairs):
+        raise TypeError(f"spatial_shapes must be (H, W) pairs of ints, got {spatial_shapes!r}")
+    return _checked(pairs)
+
+
+def device_shapes(levels: Levels, device: torch.device) -> torch.Tensor | None:
+    """The ``(levels, 2)`` int64 tensor of ``levels`` on ``device``, copied there once.
+
+    The copy goes through pinned memory without blocking, so it is no host sync. Returns None
+    when it would have to be made during a CUDA graph capture (warm up outside the capture).
+    The tensor is shared: callers must not change it in place.
+    """
+    key = (levels, device)
+    shapes = _copies.get(key)
+    if shapes is not None:
+        return shapes
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        shapes = torch.tensor(levels, dtype=torch.int64).pin_memory().to(device, non_blocking=True)
+    else:
+        shapes = torch.tensor(levels, dtype=torch.int64, device=device)
+    if not is_capturing():
+        _remember(_copies, key, shapes)
+    return shapes
