@@ -1,0 +1,117 @@
+"""The Triton unpack kernel equals the reference unpack bit for bit on every code against every
+scale code, and on float32 scales a checkpoint could hold but no packer writes (NaN payloads,
+±inf, ±0, subnormals, negative), in every output dtype. The reference runs on the CPU.
+
+It runs where the kernel runs: under ``TRITON_INTERPRET=1`` on CPU tensors (CI runs it in a child
+process: ``test_triton_unpack_interpreter.py``) or compiled on a CUDA device:
+
+    TRITON_INTERPRET=1 .venv/bin/python -m pytest tests/kernels/quant/unpack_checks.py
+    .venv/bin/python -m pytest tests/kernels/quant/unpack_checks.py     # on a CUDA machine
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+pytestmark = [
+    pytest.mark.interpreter if INTERPRETING else pytest.mark.gpu,
+    pytest.mark.skipif(not INTERPRETING and not torch.cuda.is_available(),
+                       reason="needs TRITON_INTERPRET=1 or a CUDA device (see the docstring)"),
+]
+DEVICE = "cpu" if INTERPRETING else "cuda"
+
+from unpack_inputs import (  # noqa: E402
+    DTYPES,
+    SLOTS,
+    int_grouped_tables,
+    mx_table,
+    nvfp4_tables,
+)
+
+from conformance.layouts import bits  # noqa: E402
+from libreyolo.kernels import registered  # noqa: E402
+from libreyolo.kernels.prepared import Prepared  # noqa: E402
+from libreyolo.kernels.quant.execute.unpack_plan import UnpackPlan  # noqa: E402
+from libreyolo.quant import packing as reference  # noqa: E402
+
+
+def _triton(slot: str):
+    (impl,) = [i for i in registered(slot) if i.name == "triton"]
+    return impl
+
+
+def _on_device(args: tuple) -> tuple:
+    return tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.dtype)
+    differ = bits(got) != bits(want)
+    if differ.any():
+        where = tuple(int(i) for i in differ.nonzero()[0])
+        pytest.fail(f"{int(differ.sum())} elements differ, first at {where}: got bits "
+                    f"{int(bits(got)[where]):#x}, reference {int(bits(want)[where]):#x}")
+
+
+def _check(slot: str, args: tuple, dtype: torch.dtype) -> None:
+    want = getattr(reference, slot)(*args, dtype=dtype)
+    got = _triton(slot).fn(*_on_device(args), dtype=dtype)
+    assert_same_bits(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("slot", ["unpack_mxfp4", "unpack_mxfp8"])
+def test_every_code_times_every_e8m0_scale(slot, dtype):
+    _check(slot, mx_table(slot), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_code_times_every_e4m3_block_scale_times_hostile_tensor_scales(dtype):
+    for args in nvfp4_tables():
+        _check("unpack_nvfp4", args, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_int_field_times_hostile_float32_scales(dtype):
+    for args in int_grouped_tables():
+        _check("unpack_int_grouped", args, dtype)
+
+
+def test_e4m3_nan_codes_keep_sign_and_payload_as_the_cpu_reference_writes_them():
+    """Pinned bits (x86 torch): 0x7F / 0xFF widen to 0x7FF00000 / 0xFFF00000 and stay so times a
+    scale; float16 keeps sign, quiet bit and payload top (0x7F80 / 0xFF80); bfloat16 is 0xFFFF."""
+    codes = torch.tensor([[0x7F, 0xFF, 0x80, 0x00]], dtype=torch.uint8)
+    args = (codes.view(torch.float8_e4m3fn), torch.tensor([[130]], dtype=torch.uint8))
+    expected = {torch.float32: [0x7FF00000, -0x100000, -0x80000000, 0],
+                torch.float16: [0x7F80, -0x80, -0x8000, 0], torch.bfloat16: [-1, -1, -0x8000, 0]}
+    for dtype, want in expected.items():
+        got = _triton("unpack_mxfp8").fn(*_on_device(args), dtype=dtype).cpu()
+        ints = got.view(torch.int32 if dtype == torch.float32 else torch.int16)
+        assert ints[0].tolist() == want, dtype
+        assert_same_bits(got, reference.unpack_mxfp8(*args, dtype=dtype))
+
+
+@pytest.mark.parametrize("slot", SLOTS)
+def test_accepts_hands_its_plan_to_the_call_which_then_checks_nothing_again(slot, monkeypatch):
+    """The prepared-input protocol: ``accepts`` returns the plan it made (a ``Prepared``), and
+    the call given it runs no argument check again."""
+    args = {"unpack_int_grouped": int_grouped_tables()[1], "unpack_nvfp4": nvfp4_tables()[16],
+            "unpack_mxfp4": mx_table("unpack_mxfp4"), "unpack_mxfp8": mx_table("unpack_mxfp8")}
+    want = getattr(reference, slot)(*args[slot])
+    impl, device_args = _triton(slot), _on_device(args[slot])
+    plan = impl.accepts(*device_args)
+    assert isinstance(plan, UnpackPlan) and isinstance(plan, Prepared)
+
+    def checked_again(*_, **__):
+        raise AssertionError("the call checked its arguments again")
+
+    for name in [n for n in dir(reference) if n.startswith("check_unpack_")]:
+        monkeypatch.setattr(reference, name, checked_again)
+    assert_same_bits(impl.fn(*device_args, prepared=plan).cpu(), want)
+    with pytest.raises(AssertionError, match="checked its arguments again"):
+        impl.fn(*device_args)  # a direct call checks for itself
