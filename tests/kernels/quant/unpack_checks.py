@@ -33,6 +33,9 @@ from unpack_inputs import (  # noqa: E402
     nvfp4_tables,
 )
 
+from safetensors.torch import load_file  # noqa: E402
+
+from conformance.golden import regenerate  # noqa: E402
 from conformance.layouts import bits  # noqa: E402
 from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.prepared import Prepared  # noqa: E402
@@ -80,6 +83,24 @@ def test_every_code_times_every_e4m3_block_scale_times_hostile_tensor_scales(dty
 def test_every_int_field_times_hostile_float32_scales(dtype):
     for args in int_grouped_tables():
         _check("unpack_int_grouped", args, dtype)
+
+
+GOLDEN_UNPACKS = [case for case in regenerate.load_cases()
+                  if f"un{case.get('pack')}" in SLOTS]
+
+
+@pytest.mark.parametrize("case", GOLDEN_UNPACKS, ids=[case["name"] for case in GOLDEN_UNPACKS])
+def test_the_golden_packed_bytes_unpack_to_the_golden_floats(case):
+    golden = load_file(str(regenerate.GOLDEN_FILE))
+    slot, prefix = f"un{case['pack']}", f"{case['name']}.packed."
+    fields = {k.removeprefix(prefix): v for k, v in golden.items() if k.startswith(prefix)}
+    params = {name: case["params"][name] for name in ("bits", "group_size") if name in
+              case["params"]}
+    in_features = {"in_features": case["shape"][-1]} if slot != "unpack_mxfp8" else {}
+    want = golden[f"{case['name']}.unpacked"]
+    got = _triton(slot).fn(**{k: v.to(DEVICE) for k, v in fields.items()}, **params,
+                           **in_features, dtype=want.dtype)
+    assert_same_bits(got.cpu(), want)
 
 
 def test_e4m3_nan_codes_keep_sign_and_payload_as_the_cpu_reference_writes_them():
