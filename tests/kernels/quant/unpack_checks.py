@@ -136,3 +136,41 @@ def test_accepts_hands_its_plan_to_the_call_which_then_checks_nothing_again(slot
     assert_same_bits(impl.fn(*device_args, prepared=plan).cpu(), want)
     with pytest.raises(AssertionError, match="checked its arguments again"):
         impl.fn(*device_args)  # a direct call checks for itself
+
+
+gpu_only = pytest.mark.skipif(INTERPRETING, reason="CUDA behaviour: the compiled kernel")
+
+
+@gpu_only
+@pytest.mark.parametrize("slot", SLOTS)
+def test_a_call_never_synchronizes_with_the_device(slot):
+    """Safe inside CUDA-graph capture and free of host stalls: after a warm-up (compilation),
+    checking, planning and launching read no device data."""
+    args = _on_device({"unpack_int_grouped": int_grouped_tables()[1],
+                       "unpack_nvfp4": nvfp4_tables()[16], "unpack_mxfp4": mx_table("unpack_mxfp4"),
+                       "unpack_mxfp8": mx_table("unpack_mxfp8")}[slot])
+    impl = _triton(slot)
+    impl.fn(*args)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        impl.fn(*args, prepared=impl.accepts(*args))
+        impl.fn(*args)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@gpu_only
+def test_outputs_past_two_to_the_31_elements_are_addressed_in_64_bits():
+    """2^31 + 3 * 4096 outputs: the last rows, past int32 offsets, equal the reference's."""
+    rows, cols = 2**31 // 4096 + 3, 4096
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    codes = torch.randint(0, 256, (rows, cols), device="cuda", dtype=torch.uint8, generator=gen)
+    scale = torch.randint(100, 150, (rows, cols // 32), device="cuda", dtype=torch.uint8,
+                          generator=gen)
+    out = _triton("unpack_mxfp8").fn(codes.view(torch.float8_e4m3fn), scale,
+                                      dtype=torch.bfloat16)
+    tail = slice(rows - 5, rows)
+    want = reference.unpack_mxfp8(codes[tail].cpu().view(torch.float8_e4m3fn), scale[tail].cpu(),
+                                  dtype=torch.bfloat16)
+    assert_same_bits(out[tail].cpu(), want)
