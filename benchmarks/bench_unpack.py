@@ -147,9 +147,9 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
     slot_call = getattr(ops, slot)
     host = host_us(lambda: slot_call(*args, dtype=dtype), host_calls) if size == "4096x4096" \
         else None
-    return Row(label, dtype_name, size, equal, count_launches(lambda: slot_call(*args, dtype=dtype)),
-               kernel, quartiles, [kernel], copy, ref, moved, kernel_tb_s, copy_tb_s,
-               kernel_tb_s / copy_tb_s, ref / kernel, host)
+    launches = count_launches(lambda: slot_call(*args, dtype=dtype))
+    return Row(label, dtype_name, size, equal, launches, kernel, quartiles, [kernel], copy, ref,
+               moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host)
 
 
 def table(rows: list[Row]) -> str:

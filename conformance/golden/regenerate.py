@@ -2,8 +2,9 @@
 
 Reads the cases in cases.toml, builds each seeded adversarial input, runs the reference op with
 an upstream gradient, and writes inputs, outputs, STE gradients, masks, packed bytes and their
-reference unpack (in the input's dtype) to reference.safetensors (float8 stored natively). Refuses to overwrite without --force: goldens
-change only on purpose, and a diff of them is a change of the numbers' definition.
+reference unpack (in the input's dtype) to reference.safetensors (float8 stored natively).
+Refuses to overwrite without --force: goldens change only on purpose, and a diff of them is a
+change of the numbers' definition.
 """
 
 from __future__ import annotations

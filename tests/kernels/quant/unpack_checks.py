@@ -25,6 +25,7 @@ pytestmark = [
 ]
 DEVICE = "cpu" if INTERPRETING else "cuda"
 
+from safetensors.torch import load_file  # noqa: E402
 from unpack_inputs import (  # noqa: E402
     DTYPES,
     SLOTS,
@@ -32,8 +33,6 @@ from unpack_inputs import (  # noqa: E402
     mx_table,
     nvfp4_tables,
 )
-
-from safetensors.torch import load_file  # noqa: E402
 
 from conformance.golden import regenerate  # noqa: E402
 from conformance.layouts import bits  # noqa: E402
