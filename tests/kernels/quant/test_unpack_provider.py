@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from unpack_inputs import ERRORS, SLOTS, error_arguments, mx_table
+from unpack_inputs import ERRORS, SLOTS, error_arguments, int_grouped_tables, mx_table
 
 from libreyolo.kernels import registered
 from libreyolo.kernels.quant.execute import unpack_provider
@@ -87,6 +87,15 @@ def test_codes_and_scales_on_different_devices_are_left_to_the_reference():
     codes, scale = mx_table("unpack_mxfp8")
     plan = PLANNERS["unpack_mxfp8"](codes, scale.to("meta"))
     assert "different devices" in decline_reason(plan)
+
+
+def test_a_scale_that_requires_grad_is_left_to_the_reference_which_keeps_autograd():
+    codes, scale, bits, group_size, in_features = int_grouped_tables()[1]
+    scale = scale.abs().requires_grad_(True)
+    plan = PLANNERS["unpack_int_grouped"](codes, scale, bits, group_size, in_features)
+    assert "no backward" in decline_reason(plan)
+    with torch.no_grad():
+        assert "no backward" not in (decline_reason(plan) or "")
 
 
 def test_graph_capture_is_declined_so_exports_keep_the_portable_math():

@@ -106,6 +106,8 @@ def decline_reason(plan: UnpackPlan) -> str | None:
     sparse = next((t for t in tensors if t.layout != torch.strided), None)
     if sparse is not None:
         return f"a {sparse.layout} tensor: the kernel reads strided (dense) tensors"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
     device = plan.codes.device
     if any(t.device != device for t in tensors):
         return "codes and scales are on different devices (the reference reports it)"
