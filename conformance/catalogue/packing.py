@@ -21,7 +21,7 @@ from conformance.catalogue.spec import (
     SlotSpec,
 )
 from conformance.layouts import apply_layout
-from conformance.numerics import E2M1, INT_BITS
+from conformance.numerics import E2M1, E4M3, INT_BITS
 
 EXACT = Contract("exact")
 
@@ -61,6 +61,17 @@ def _mxfp4(case, dtype, layout, gen):
                    packed.in_features), {"dtype": dtype}, grad_args=())
 
 
+def _mxfp8(case, dtype, layout, gen):
+    from libreyolo.quant.packing import pack_mxfp8
+
+    packed = pack_mxfp8(_finite_weight(case, E4M3, 32, gen))
+    # random bytes seen as E4M3: both NaN codes (0x7F, 0xFF) and -0.0 (0x80) appear; gaps hold
+    # 0xFF (NaN), 0x00 and 0x5A
+    codes = _random_codes(packed.codes.view(torch.uint8), layout, gen)
+    return Inputs((codes.view(torch.float8_e4m3fn), packed.scale), {"dtype": dtype},
+                  grad_args=())
+
+
 def _weights(**fixed):
     return lambda: layouts_st.shapes(min_dims=2, max_dims=2).map(
         lambda shape: Case("hypothesis", "hypothesis", "small", {"shape": list(shape), **fixed}))
@@ -83,9 +94,11 @@ def _spec(name, signature, make_inputs, shapes, strategy):
 
 SLOTS = [
     _spec("unpack_int_grouped", "(codes, scale, bits, group_size, in_features, dtype=float32)",
-          _int_grouped, "fake_quant_int_grouped.toml", _grouped_strategy),
+          _int_grouped, "unpack_int_grouped.toml", _grouped_strategy),
     _spec("unpack_nvfp4", "(codes, block_scale, tensor_scale, in_features, dtype=float32)",
-          _nvfp4, "fake_quant_nvfp4_weight.toml", _weights()),
+          _nvfp4, "unpack_nvfp4.toml", _weights()),
     _spec("unpack_mxfp4", "(codes, scale, in_features, dtype=float32)", _mxfp4,
-          "fake_quant_mxfp4_weight.toml", _weights()),
+          "unpack_mxfp4.toml", _weights()),
+    _spec("unpack_mxfp8", "(codes, scale, dtype=float32)", _mxfp8, "unpack_mxfp8.toml",
+          _weights()),
 ]

@@ -1,9 +1,10 @@
 """Regenerate the golden reference outputs: `python -m conformance.golden.regenerate [--force]`.
 
 Reads the cases in cases.toml, builds each seeded adversarial input, runs the reference op with
-an upstream gradient, and writes inputs, outputs, STE gradients, masks and packed bytes to
-reference.safetensors (float8 stored natively). Refuses to overwrite without --force: goldens
-change only on purpose, and a diff of them is a change of the numbers' definition.
+an upstream gradient, and writes inputs, outputs, STE gradients, masks, packed bytes and their
+reference unpack (in the input's dtype) to reference.safetensors (float8 stored natively).
+Refuses to overwrite without --force: goldens change only on purpose, and a diff of them is a
+change of the numbers' definition.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def run_case(case: dict, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Te
         for field, value in packed._asdict().items():
             if isinstance(value, torch.Tensor):
                 result[f"packed.{field}"] = value
+        unpack = getattr(packing, f"un{case['pack']}")
+        result["unpacked"] = unpack(**packed._asdict(), dtype=x.dtype)
     return result
 
 

@@ -60,6 +60,7 @@ SLOTS: tuple[Slot, ...] = (
     _unpack("unpack_int_grouped", "packed grouped int2/int4/int8 codes to floats"),
     _unpack("unpack_nvfp4", "packed NVFP4 codes and scales to floats"),
     _unpack("unpack_mxfp4", "packed MXFP4 codes and scales to floats"),
+    _unpack("unpack_mxfp8", "packed MXFP8 codes and scales to floats"),
     Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)",
          validator="libreyolo.kernels.attention.ms_deform_attn.portable:validate_inputs"),
 )

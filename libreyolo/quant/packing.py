@@ -113,13 +113,8 @@ def unpack_int_grouped(
     codes, scale, bits: int, group_size: int, in_features: int, dtype=torch.float32
 ) -> torch.Tensor:
     """Reference unpack of grouped int2/int4/int8 weights: (out, in_features) of `dtype`."""
-    bits = v.check_bits("bits", bits)
-    group_size = v.check_positive_int("group_size", group_size)
-    in_features = _check_in_features(in_features)
-    per_byte = 8 // bits
-    rows = _rows("codes", codes, torch.uint8)
-    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // per_byte)))
-    _check_shape("scale", scale, torch.float32, (rows, -(-in_features // group_size)))
+    bits, group_size, in_features = check_unpack_int_grouped(
+        codes, scale, bits, group_size, in_features, dtype)
     raw = _unpack_subbyte(codes, bits, in_features)
     sign = 1 << (bits - 1)
     values = ((raw ^ sign) - sign).float()  # sign-extend the two's complement code
@@ -141,13 +136,7 @@ def unpack_nvfp4(
     codes, block_scale, tensor_scale, in_features: int, dtype=torch.float32
 ) -> torch.Tensor:
     """Reference unpack of NVFP4 weights: E2M1 codes times (E4M3 block scale x fp32 scale)."""
-    in_features = _check_in_features(in_features)
-    rows = _rows("codes", codes, torch.uint8)
-    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
-    _check_shape(
-        "block_scale", block_scale, torch.float8_e4m3fn, (rows, -(-in_features // NVFP4_BLOCK_SIZE))
-    )
-    _check_shape("tensor_scale", tensor_scale, torch.float32, ())
+    in_features = check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype)
     values = _decode_e2m1(_unpack_subbyte(codes, 4, in_features))
     scale = block_scale.float() * tensor_scale
     return _finish(_blockwise(values, scale, NVFP4_BLOCK_SIZE), dtype)
@@ -162,10 +151,7 @@ def pack_mxfp4(w: torch.Tensor) -> PackedMXFP4:
 
 def unpack_mxfp4(codes, scale, in_features: int, dtype=torch.float32) -> torch.Tensor:
     """Reference unpack of MXFP4 weights: E2M1 codes times 2^(E8M0 code - 127) per 32."""
-    in_features = _check_in_features(in_features)
-    rows = _rows("codes", codes, torch.uint8)
-    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
-    _check_shape("scale", scale, torch.uint8, (rows, -(-in_features // MX_BLOCK_SIZE)))
+    in_features = check_unpack_mxfp4(codes, scale, in_features, dtype)
     values = _decode_e2m1(_unpack_subbyte(codes, 4, in_features))
     return _finish(_blockwise(values, _decode_e8m0(scale), MX_BLOCK_SIZE), dtype)
 
@@ -178,9 +164,56 @@ def pack_mxfp8(w: torch.Tensor) -> PackedMXFP8:
 
 
 def unpack_mxfp8(codes, scale, dtype=torch.float32) -> torch.Tensor:
+    """Reference unpack of MXFP8 weights: E4M3 codes times 2^(E8M0 code - 127) per 32 inputs.
+
+    A NaN code (0x7F, 0xFF) stays NaN with its sign and payload as float32 arithmetic on the
+    CPU leaves it (docs/checkpoint_format.md, "Unpacked bits"); -0.0 (0x80) stays -0.0.
+    """
+    check_unpack_mxfp8(codes, scale, dtype)
+    return _finish(_blockwise(codes.float(), _decode_e8m0(scale), MX_BLOCK_SIZE), dtype)
+
+
+# The unpackers' argument checks, shared with the accelerated unpack implementations so that both
+# reject bad input with the same error. Each returns the normalized integers the unpack needs.
+
+
+def check_unpack_int_grouped(codes, scale, bits, group_size, in_features, dtype):
+    bits = v.check_bits("bits", bits)
+    group_size = v.check_positive_int("group_size", group_size)
+    in_features = _check_in_features(in_features)
+    rows = _rows("codes", codes, torch.uint8)
+    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // (8 // bits))))
+    _check_shape("scale", scale, torch.float32, (rows, -(-in_features // group_size)))
+    _check_dtype(dtype)
+    return bits, group_size, in_features
+
+
+def check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype) -> int:
+    in_features = _check_in_features(in_features)
+    rows = _rows("codes", codes, torch.uint8)
+    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
+    _check_shape(
+        "block_scale", block_scale, torch.float8_e4m3fn, (rows, -(-in_features // NVFP4_BLOCK_SIZE))
+    )
+    _check_shape("tensor_scale", tensor_scale, torch.float32, ())
+    _check_dtype(dtype)
+    return in_features
+
+
+def check_unpack_mxfp4(codes, scale, in_features, dtype) -> int:
+    in_features = _check_in_features(in_features)
+    rows = _rows("codes", codes, torch.uint8)
+    _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
+    _check_shape("scale", scale, torch.uint8, (rows, -(-in_features // MX_BLOCK_SIZE)))
+    _check_dtype(dtype)
+    return in_features
+
+
+def check_unpack_mxfp8(codes, scale, dtype) -> int:
     rows = _rows("codes", codes, torch.float8_e4m3fn)
     _check_shape("scale", scale, torch.uint8, (rows, -(-codes.shape[1] // MX_BLOCK_SIZE)))
-    return _finish(_blockwise(codes.float(), _decode_e8m0(scale), MX_BLOCK_SIZE), dtype)
+    _check_dtype(dtype)
+    return codes.shape[1]
 
 
 def _pack_subbyte(codes: torch.Tensor, bits: int) -> torch.Tensor:
@@ -233,9 +266,13 @@ def _blockwise(values: torch.Tensor, scale: torch.Tensor, block: int) -> torch.T
 
 
 def _finish(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    _check_dtype(dtype)
+    return values.to(dtype)
+
+
+def _check_dtype(dtype: object) -> None:
     if dtype not in v.FLOAT_DTYPES:
         raise TypeError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
-    return values.to(dtype)
 
 
 def _rows(name: str, codes: object, dtype: torch.dtype) -> int:

@@ -1,0 +1,199 @@
+"""Benchmark the Triton unpack kernel against a device copy and the reference unpack (H200).
+
+    LIBREYOLO_KERNELS=triton python benchmarks/bench_unpack.py RESULTS.json [--repeats 100]
+
+(``LIBREYOLO_KERNELS=triton`` selects the kernel while it awaits its parity record, so the slot
+call measures it.) For every packed format and output dtype, at a 4096x4096 weight and at 256M
+elements (65536 x 4096):
+1. verifies the kernel's bits against the reference run on the CPU (the numbers' definition:
+   NaN codes keep the CPU's NaN bits, not the GPU's) on random packed bytes (every code point)
+   and packer-made scales, over the first ``CHECKED_ROWS`` rows; a failure is recorded and the
+   row is marked, never hidden;
+2. counts kernel launches of a whole slot call (``libreyolo.kernels.ops``): 1 means the Triton
+   kernel took it;
+3. times the kernel, a same-size device copy and the reference with CUDA events as
+   ``bench_fake_quant.py`` does (its ``times_ms``: L2 flushed before every run, a GPU sleep that
+   covers the host's launch latency, medians; the reference: fewer runs), the whole sweep
+   ``--rounds`` times, each row the round with the median kernel time;
+4. reports bytes read + written (``bytes_moved``), the achieved bandwidth and its share of the
+   copy's (the copy reads and writes the output's bytes: the same traffic, all of it streaming),
+   and the speedup over the reference;
+5. measures the host time of one slot call (``ops.unpack_*``: accepts, plan, launch) back to
+   back on the 4096x4096 weight, median of ``--host-calls`` calls, the GPU kept busy by nothing
+   else.
+Raw results go to the JSON path; a markdown table goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from bench_fake_quant import (
+    L2_FLUSH_BYTES,
+    REFERENCE_REPEATS,
+    count_launches,
+    median_round,
+    times_ms,
+)
+from bench_fake_quant import environment as fake_quant_environment
+
+from libreyolo.kernels import ops
+from libreyolo.kernels.quant.execute.unpack_launch import GPU_TILE, MAX_BLOCK_C, run
+from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, UnpackPlan
+from libreyolo.quant import packing as reference
+
+SIZES = {"4096x4096": (4096, 4096), "256M": (65536, 4096)}
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+# (label, slot, pack arguments after the weight)
+FORMATS = (
+    ("int4 grouped g128", "unpack_int_grouped", (4, 128)),
+    ("int8 grouped g128", "unpack_int_grouped", (8, 128)),
+    ("nvfp4", "unpack_nvfp4", ()),
+    ("mxfp4", "unpack_mxfp4", ()),
+    ("mxfp8", "unpack_mxfp8", ()),
+)
+CHECKED_ROWS = 4096  # the whole 4096x4096 weight; the CPU reference of 256M elements is slow
+COPY_TARGET, SPEEDUP_TARGET, HOST_US_TARGET = 0.85, 10.0, 30.0
+
+
+@dataclass
+class Row:
+    format: str
+    dtype: str
+    size: str
+    bits_equal: bool
+    launches_slot_call: int
+    kernel_ms: float
+    kernel_ms_quartiles: tuple[float, float, float]
+    kernel_ms_rounds: list[float]
+    copy_ms: float
+    reference_ms: float
+    bytes_moved: int
+    kernel_tb_s: float
+    copy_tb_s: float
+    fraction_of_copy: float
+    speedup: float
+    host_us: float | None
+
+
+def bytes_moved(plan: UnpackPlan) -> int:
+    """Bytes read + written: the packed codes, the scales and the output, once each."""
+    out = plan.rows * plan.in_features * torch.empty((), dtype=plan.dtype).element_size()
+    return out + sum(t.numel() * t.element_size() for t in plan.tensors())
+
+
+def packed_arguments(slot: str, pack_args: tuple, shape: tuple[int, int], gen,
+                     device: str = "cuda") -> tuple:
+    """A packed weight of ``shape`` with random code bytes (every code point appears, NaN codes
+    included) and the packer's scales of a random weight (packed on the GPU, in row chunks)."""
+    pack = getattr(reference, slot.replace("unpack_", "pack_"))
+    rows, cols = shape
+    chunk = max(1, (64 * 2**20) // cols)
+    parts = [pack(torch.randn((min(chunk, rows - r), cols), device=device, generator=gen),
+                  *pack_args) for r in range(0, rows, chunk)]
+    fields = {name: [getattr(p, name) for p in parts] for name in parts[0]._fields}
+    # row-chunked 2-D tensors are concatenated; NVFP4 keeps the first chunk's tensor scale
+    packed = {name: torch.cat(v) if isinstance(v[0], torch.Tensor) and v[0].dim() == 2 else v[0]
+              for name, v in fields.items()}
+    raw = packed["codes"].view(torch.uint8)
+    random = torch.randint(0, 256, raw.shape, device=device, generator=gen, dtype=torch.int32)
+    packed["codes"] = random.to(torch.uint8).view(packed["codes"].dtype)
+    return tuple(packed.values())
+
+
+def bits_equal(slot: str, args: tuple, plan: UnpackPlan) -> bool:
+    """The kernel's first ``CHECKED_ROWS`` rows equal the CPU reference's, bit for bit."""
+    head = tuple(a[:CHECKED_ROWS].cpu() if isinstance(a, torch.Tensor) and a.dim() == 2
+                 else a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
+    want = getattr(reference, slot)(*head, dtype=plan.dtype)
+    got = run(plan)[:CHECKED_ROWS].cpu()
+    return bool(torch.equal(got.view(torch.uint8), want.view(torch.uint8)))
+
+
+def host_us(call, calls: int) -> float:
+    """Median host time of one call, back to back (the GPU keeps up: each call's work is short)."""
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flush, gen) -> Row:
+    label, slot, pack_args = fmt
+    dtype = DTYPES[dtype_name]
+    args = packed_arguments(slot, pack_args, SIZES[size], gen)
+    plan = PLANNERS[slot](*args, dtype=dtype)
+    equal = bits_equal(slot, args, plan)
+    quartiles = tuple(statistics.quantiles(times_ms(lambda: run(plan), repeats, flush), n=4))
+    kernel = quartiles[1]
+    source = torch.empty((plan.rows, plan.in_features), dtype=dtype, device="cuda")
+    destination = torch.empty_like(source)
+    copy = statistics.median(times_ms(lambda: destination.copy_(source), repeats, flush))
+    ref = statistics.median(times_ms(lambda: getattr(reference, slot)(*args, dtype=dtype),
+                                     REFERENCE_REPEATS, flush))
+    moved = bytes_moved(plan)
+    copy_bytes = 2 * source.numel() * source.element_size()
+    kernel_tb_s, copy_tb_s = moved / kernel / 1e9, copy_bytes / copy / 1e9
+    slot_call = getattr(ops, slot)
+    host = host_us(lambda: slot_call(*args, dtype=dtype), host_calls) if size == "4096x4096" \
+        else None
+    launches = count_launches(lambda: slot_call(*args, dtype=dtype))
+    return Row(label, dtype_name, size, equal, launches, kernel, quartiles, [kernel], copy, ref,
+               moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host)
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| format | out | size | bits | launches | ms | rounds ms | MB moved | TB/s | copy TB/s "
+        "| of copy | vs reference | host µs/call | targets |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        met = (r.fraction_of_copy >= COPY_TARGET and r.speedup >= SPEEDUP_TARGET
+               and (r.host_us is None or r.host_us <= HOST_US_TARGET))
+        host = "" if r.host_us is None else f"{r.host_us:.1f}"
+        lines.append(
+            f"| {r.format} | {r.dtype} | {r.size} | {'equal' if r.bits_equal else '**DIFFER**'} "
+            f"| {r.launches_slot_call} | {r.kernel_ms:.3f} "
+            f"| {min(r.kernel_ms_rounds):.3f}-{max(r.kernel_ms_rounds):.3f} "
+            f"| {r.bytes_moved / 1e6:.0f} | {r.kernel_tb_s:.2f} | {r.copy_tb_s:.2f} "
+            f"| {r.fraction_of_copy:.0%} | {r.speedup:.1f}x | {host} "
+            f"| {'met' if met else '**missed**'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", help="path of the raw JSON results")
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--host-calls", type=int, default=1000)
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    options = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_unpack.py needs a CUDA device")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    keys = [(f, d, s) for s in options.sizes for f in FORMATS for d in DTYPES]
+    rounds = [[measure(f, d, s, options.repeats, options.host_calls, flush, gen)
+               for f, d, s in keys] for _ in range(options.rounds)]
+    rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
+    env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}
+    env["kernel_config"] = {"tile": GPU_TILE, "max_block_c": MAX_BLOCK_C}
+    with open(options.out, "w") as f:
+        json.dump({"environment": env, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

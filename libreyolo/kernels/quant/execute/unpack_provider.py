@@ -1,0 +1,56 @@
+"""Registers the ``triton`` implementation of every unpack slot.
+
+Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton itself: without
+triton it still imports and registers, and the environment check says why nothing runs. The kernel
+loads on the first call that runs it.
+
+``accepts`` checks the arguments with the reference's own checks (bad input raises the reference's
+TypeError or ValueError, it is never silently declined), then declines graph capture (exported
+graphs keep the reference's portable math), non-strided tensors, and devices the kernel cannot
+run on (CUDA compiled, CPU under ``TRITON_INTERPRET=1``). It returns the ``UnpackPlan`` it made,
+which ``dispatch`` hands to the call as ``prepared``; a direct call plans for itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from libreyolo.kernels import register
+from libreyolo.kernels.quant.simulate.triton_provider import triton_ready
+
+from .unpack_plan import PLANNERS, UnpackPlan, decline_reason
+
+NAME = "triton"
+_HERE = Path(__file__).resolve().parent
+SOURCES = tuple(str(_HERE / f) for f in (
+    "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", Path(__file__).name))
+
+
+def _implementation(slot: str):
+    planner = PLANNERS[slot]
+
+    def accepts(*args, **kwargs) -> UnpackPlan | str:
+        plan = planner(*args, **kwargs)
+        return decline_reason(plan) or plan
+
+    def run(*args, prepared: UnpackPlan | None = None, **kwargs) -> torch.Tensor:
+        from .unpack_launch import run as launch  # imports triton: only when a kernel runs
+
+        return launch(prepared if prepared is not None else planner(*args, **kwargs))
+
+    accepts.__qualname__ = f"accepts_{slot}"
+    run.__qualname__ = run.__name__ = f"triton_{slot}"
+    run.__doc__ = f"Triton {slot}, bit-exact against libreyolo.quant.packing.{slot}."
+    return run, accepts
+
+
+def register_all() -> None:
+    """Register every unpack slot's ``triton`` implementation (again: replaces them)."""
+    for slot in PLANNERS:
+        run, accepts = _implementation(slot)
+        register(slot, run, name=NAME, predicate=triton_ready, accepts=accepts, sources=SOURCES)
+
+
+register_all()

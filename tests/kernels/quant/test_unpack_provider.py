@@ -1,0 +1,110 @@
+"""The Triton unpack provider's registration and eligibility, checked without running a kernel.
+
+These run in any CPU process; the kernel itself is checked by ``unpack_checks.py`` (under the
+interpreter in CI, compiled on a CUDA machine) and by the conformance suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from unpack_inputs import ERRORS, SLOTS, error_arguments, int_grouped_tables, mx_table
+
+from libreyolo.kernels import registered
+from libreyolo.kernels.quant.execute import unpack_provider
+from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, decline_reason
+from libreyolo.kernels.registry import awaiting_record
+from libreyolo.kernels.settings import interpreting
+from libreyolo.quant import packing as reference
+
+PROVIDER = "libreyolo.kernels.quant.execute.unpack_provider"
+
+
+def _fresh_python(code: str, *, block_triton: bool) -> dict:
+    """Run ``code`` in a fresh interpreter (optionally one where triton cannot be imported)
+    and return the JSON object its last line prints."""
+    prologue = "import sys\nsys.modules['triton'] = None\n" if block_triton else ""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", prologue + code], capture_output=True,
+                          text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_provider_imports_no_triton():
+    result = _fresh_python(f"import json, sys, {PROVIDER}\n"
+                           "print(json.dumps({'triton': 'triton' in sys.modules}))",
+                           block_triton=False)
+    assert result == {"triton": False}
+
+
+def test_without_triton_every_unpack_slot_is_registered_but_the_reference_runs():
+    result = _fresh_python(
+        "import json\n"
+        "from libreyolo.kernels import active, explain\n"
+        f"slots = {list(SLOTS)!r}\n"
+        "reasons = {s: dict((i.name, r) for i, r in explain(s)).get('triton') for s in slots}\n"
+        "print(json.dumps({'active': active(), 'reasons': reasons}))",
+        block_triton=True)
+    for slot in SLOTS:
+        assert result["active"][slot] == "reference"
+        assert "triton_ready" in result["reasons"][slot]
+
+
+def test_every_unpack_slot_has_the_triton_implementation_with_its_sources_and_awaits_its_record():
+    assert set(PLANNERS) == set(SLOTS)
+    for slot in SLOTS:
+        (impl,) = [i for i in registered(slot) if i.name == "triton"]
+        assert impl.sources == unpack_provider.SOURCES
+        assert all(os.path.isfile(path) for path in impl.sources)
+        assert f"{slot}/triton" in awaiting_record()
+
+
+@pytest.mark.parametrize("error_id", ERRORS)
+def test_accepts_raises_the_reference_error_instead_of_declining(error_id):
+    case = ERRORS[error_id]
+    args, kwargs = error_arguments(case)
+    (impl,) = [i for i in registered(case["slot"]) if i.name == "triton"]
+    with pytest.raises((TypeError, ValueError)) as expected:
+        getattr(reference, case["slot"])(*args, **kwargs)
+    assert type(expected.value).__name__ == case["raises"]
+    with pytest.raises(expected.type) as got:
+        impl.accepts(*args, **kwargs)
+    assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.skipif(interpreting(), reason="CPU tensors are the interpreter's")
+def test_cpu_tensors_are_declined_for_the_compiled_kernel():
+    plan = PLANNERS["unpack_mxfp8"](*mx_table("unpack_mxfp8"))
+    assert "needs CUDA tensors" in decline_reason(plan)
+
+
+def test_codes_and_scales_on_different_devices_are_left_to_the_reference():
+    codes, scale = mx_table("unpack_mxfp8")
+    plan = PLANNERS["unpack_mxfp8"](codes, scale.to("meta"))
+    assert "different devices" in decline_reason(plan)
+
+
+def test_a_scale_that_requires_grad_is_left_to_the_reference_which_keeps_autograd():
+    codes, scale, bits, group_size, in_features = int_grouped_tables()[1]
+    scale = scale.abs().requires_grad_(True)
+    plan = PLANNERS["unpack_int_grouped"](codes, scale, bits, group_size, in_features)
+    assert "no backward" in decline_reason(plan)
+    with torch.no_grad():
+        assert "no backward" not in (decline_reason(plan) or "")
+
+
+def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
+    reasons = []
+    codes, scale, in_features = mx_table("unpack_mxfp4")
+
+    def unpack(scale_as_float):
+        reasons.append(decline_reason(PLANNERS["unpack_mxfp4"](codes, scale, in_features)))
+        return scale_as_float * 2
+
+    torch.jit.trace(unpack, (scale.float(),))
+    assert "graph is being captured" in reasons[0]

@@ -1,0 +1,175 @@
+"""The Triton unpack kernel equals the reference unpack bit for bit on every code against every
+scale code, and on float32 scales a checkpoint could hold but no packer writes (NaN payloads,
+±inf, ±0, subnormals, negative), in every output dtype. The reference runs on the CPU.
+
+It runs where the kernel runs: under ``TRITON_INTERPRET=1`` on CPU tensors (CI runs it in a child
+process: ``test_triton_unpack_interpreter.py``) or compiled on a CUDA device:
+
+    TRITON_INTERPRET=1 .venv/bin/python -m pytest tests/kernels/quant/unpack_checks.py
+    .venv/bin/python -m pytest tests/kernels/quant/unpack_checks.py     # on a CUDA machine
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+pytestmark = [
+    pytest.mark.interpreter if INTERPRETING else pytest.mark.gpu,
+    pytest.mark.skipif(not INTERPRETING and not torch.cuda.is_available(),
+                       reason="needs TRITON_INTERPRET=1 or a CUDA device (see the docstring)"),
+]
+DEVICE = "cpu" if INTERPRETING else "cuda"
+
+from safetensors.torch import load_file  # noqa: E402
+from unpack_inputs import (  # noqa: E402
+    DTYPES,
+    SLOTS,
+    int_grouped_tables,
+    mx_table,
+    nvfp4_tables,
+)
+
+from conformance.golden import regenerate  # noqa: E402
+from conformance.layouts import bits  # noqa: E402
+from libreyolo.kernels import registered  # noqa: E402
+from libreyolo.kernels.prepared import Prepared  # noqa: E402
+from libreyolo.kernels.quant.execute.unpack_plan import UnpackPlan  # noqa: E402
+from libreyolo.quant import packing as reference  # noqa: E402
+
+
+def _triton(slot: str):
+    (impl,) = [i for i in registered(slot) if i.name == "triton"]
+    return impl
+
+
+def _on_device(args: tuple) -> tuple:
+    return tuple(a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.dtype)
+    differ = bits(got) != bits(want)
+    if differ.any():
+        where = tuple(int(i) for i in differ.nonzero()[0])
+        pytest.fail(f"{int(differ.sum())} elements differ, first at {where}: got bits "
+                    f"{int(bits(got)[where]):#x}, reference {int(bits(want)[where]):#x}")
+
+
+def _check(slot: str, args: tuple, dtype: torch.dtype) -> None:
+    want = getattr(reference, slot)(*args, dtype=dtype)
+    got = _triton(slot).fn(*_on_device(args), dtype=dtype)
+    assert_same_bits(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("slot", ["unpack_mxfp4", "unpack_mxfp8"])
+def test_every_code_times_every_e8m0_scale(slot, dtype):
+    _check(slot, mx_table(slot), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_code_times_every_e4m3_block_scale_times_hostile_tensor_scales(dtype):
+    for args in nvfp4_tables():
+        _check("unpack_nvfp4", args, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_int_field_times_hostile_float32_scales(dtype):
+    for args in int_grouped_tables():
+        _check("unpack_int_grouped", args, dtype)
+
+
+GOLDEN_UNPACKS = [case for case in regenerate.load_cases()
+                  if f"un{case.get('pack')}" in SLOTS]
+
+
+@pytest.mark.parametrize("case", GOLDEN_UNPACKS, ids=[case["name"] for case in GOLDEN_UNPACKS])
+def test_the_golden_packed_bytes_unpack_to_the_golden_floats(case):
+    golden = load_file(str(regenerate.GOLDEN_FILE))
+    slot, prefix = f"un{case['pack']}", f"{case['name']}.packed."
+    fields = {k.removeprefix(prefix): v for k, v in golden.items() if k.startswith(prefix)}
+    params = {name: case["params"][name] for name in ("bits", "group_size") if name in
+              case["params"]}
+    in_features = {"in_features": case["shape"][-1]} if slot != "unpack_mxfp8" else {}
+    want = golden[f"{case['name']}.unpacked"]
+    got = _triton(slot).fn(**{k: v.to(DEVICE) for k, v in fields.items()}, **params,
+                           **in_features, dtype=want.dtype)
+    assert_same_bits(got.cpu(), want)
+
+
+def test_e4m3_nan_codes_keep_sign_and_payload_as_the_cpu_reference_writes_them():
+    """Pinned bits (x86 torch): 0x7F / 0xFF widen to 0x7FF00000 / 0xFFF00000 and stay so times a
+    scale; float16 keeps sign, quiet bit and payload top (0x7F80 / 0xFF80); bfloat16 is 0xFFFF."""
+    codes = torch.tensor([[0x7F, 0xFF, 0x80, 0x00]], dtype=torch.uint8)
+    args = (codes.view(torch.float8_e4m3fn), torch.tensor([[130]], dtype=torch.uint8))
+    expected = {torch.float32: [0x7FF00000, -0x100000, -0x80000000, 0],
+                torch.float16: [0x7F80, -0x80, -0x8000, 0], torch.bfloat16: [-1, -1, -0x8000, 0]}
+    for dtype, want in expected.items():
+        got = _triton("unpack_mxfp8").fn(*_on_device(args), dtype=dtype).cpu()
+        ints = got.view(torch.int32 if dtype == torch.float32 else torch.int16)
+        assert ints[0].tolist() == want, dtype
+        assert_same_bits(got, reference.unpack_mxfp8(*args, dtype=dtype))
+
+
+@pytest.mark.parametrize("slot", SLOTS)
+def test_accepts_hands_its_plan_to_the_call_which_then_checks_nothing_again(slot, monkeypatch):
+    """The prepared-input protocol: ``accepts`` returns the plan it made (a ``Prepared``), and
+    the call given it runs no argument check again."""
+    args = {"unpack_int_grouped": int_grouped_tables()[1], "unpack_nvfp4": nvfp4_tables()[16],
+            "unpack_mxfp4": mx_table("unpack_mxfp4"), "unpack_mxfp8": mx_table("unpack_mxfp8")}
+    want = getattr(reference, slot)(*args[slot])
+    impl, device_args = _triton(slot), _on_device(args[slot])
+    plan = impl.accepts(*device_args)
+    assert isinstance(plan, UnpackPlan) and isinstance(plan, Prepared)
+
+    def checked_again(*_, **__):
+        raise AssertionError("the call checked its arguments again")
+
+    for name in [n for n in dir(reference) if n.startswith("check_unpack_")]:
+        monkeypatch.setattr(reference, name, checked_again)
+    assert_same_bits(impl.fn(*device_args, prepared=plan).cpu(), want)
+    with pytest.raises(AssertionError, match="checked its arguments again"):
+        impl.fn(*device_args)  # a direct call checks for itself
+
+
+gpu_only = pytest.mark.skipif(INTERPRETING, reason="CUDA behaviour: the compiled kernel")
+
+
+@gpu_only
+@pytest.mark.parametrize("slot", SLOTS)
+def test_a_call_never_synchronizes_with_the_device(slot):
+    """Safe inside CUDA-graph capture and free of host stalls: after a warm-up (compilation),
+    checking, planning and launching read no device data."""
+    args = _on_device({"unpack_int_grouped": int_grouped_tables()[1],
+                       "unpack_nvfp4": nvfp4_tables()[16], "unpack_mxfp4": mx_table("unpack_mxfp4"),
+                       "unpack_mxfp8": mx_table("unpack_mxfp8")}[slot])
+    impl = _triton(slot)
+    impl.fn(*args)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        impl.fn(*args, prepared=impl.accepts(*args))
+        impl.fn(*args)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@gpu_only
+def test_outputs_past_two_to_the_31_elements_are_addressed_in_64_bits():
+    """2^31 + 3 * 4096 outputs: the last rows, past int32 offsets, equal the reference's."""
+    rows, cols = 2**31 // 4096 + 3, 4096
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    codes = torch.randint(0, 256, (rows, cols), device="cuda", dtype=torch.uint8, generator=gen)
+    scale = torch.randint(100, 150, (rows, cols // 32), device="cuda", dtype=torch.uint8,
+                          generator=gen)
+    out = _triton("unpack_mxfp8").fn(codes.view(torch.float8_e4m3fn), scale,
+                                      dtype=torch.bfloat16)
+    tail = slice(rows - 5, rows)
+    want = reference.unpack_mxfp8(codes[tail].cpu().view(torch.float8_e4m3fn), scale[tail].cpu(),
+                                  dtype=torch.bfloat16)
+    assert_same_bits(out[tail].cpu(), want)
