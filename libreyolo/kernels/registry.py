@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from . import providers, settings
+from .prepared import Prepared
 from .slots import SLOTS, get_slot
 
 REFERENCE = "reference"
@@ -336,7 +337,8 @@ def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | Non
     if impl.accepts is None:
         return None
     try:
-        return impl.accepts(*args, **kwargs)
+        reason = impl.accepts(*args, **kwargs)
+        return None if isinstance(reason, Prepared) else reason
     except INPUT_ERRORS:
         raise
     except Exception as exc:  # noqa: BLE001 - one broken accepts() must not hide the rest
@@ -387,11 +389,12 @@ def dispatch(op: str, *args, **kwargs):
             _disable(impl, exc)
             declined.append(f"{impl.name}: failed: {type(exc).__name__}")
             continue
-        if reason is not None:
+        if reason is not None and not isinstance(reason, Prepared):
             declined.append(f"{impl.name}: {reason}")
             continue
         try:
-            result = impl.fn(*args, **kwargs)
+            result = impl.fn(*args, **kwargs) if reason is None else \
+                impl.fn(*args, prepared=reason, **kwargs)
         except torch.OutOfMemoryError:
             raise
         except Exception as exc:
