@@ -50,6 +50,8 @@ SLOTS: tuple[Slot, ...] = (
     _unpack("unpack_nvfp4", "packed NVFP4 codes and scales to floats"),
     _unpack("unpack_mxfp4", "packed MXFP4 codes and scales to floats"),
     Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)"),
+    Slot("ms_deform_attn_ragged", None,
+         "deformable attention with a point count per level, bilinear or discrete (RT-DETRv2)"),
 )
 
 _BY_NAME = {slot.name: slot for slot in SLOTS}
