@@ -19,6 +19,8 @@ FAKE_QUANT_SLOTS = tuple(name for name, spec in CATALOGUE.items() if spec.family
 IN_TREE = {
     "libreyolo.kernels.quant.simulate.triton_provider": ("triton", FAKE_QUANT_SLOTS),
     "libreyolo.kernels.attention.ms_deform_attn.triton_provider": ("triton", ("ms_deform_attn",)),
+    "libreyolo.kernels.attention.ms_deform_attn.ragged_triton_provider": (
+        "triton", ("ms_deform_attn_ragged",)),
 }
 # worksteal: xdist's default load scheduling hands a block of consecutive tests to each worker,
 # and every slot's record waits for its hypothesis tests, which then all sit on one worker.

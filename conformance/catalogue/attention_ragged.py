@@ -25,7 +25,7 @@ from conformance.layouts import apply_layout
 from conformance.ms_deform_attn import parity
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
-    ms_deform_attn_ragged,
+    ms_deform_attn_ragged_portable,
 )
 
 LAYOUTS = ("contiguous", "gapped")
@@ -139,7 +139,7 @@ SLOTS = [
         shapes="ms_deform_attn_ragged.toml",
         make_inputs=_inputs,
         strategy=_strategy,
-        portable=ms_deform_attn_ragged,
+        portable=ms_deform_attn_ragged_portable,
         dtypes=FLOAT_DTYPES,
         layouts=LAYOUTS,
         expects={"triton": TRITON_EXPECTATION,

@@ -10,7 +10,7 @@ import torch
 
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     level_shapes,
-    ms_deform_attn_ragged,
+    ms_deform_attn_ragged_portable,
 )
 
 
@@ -23,8 +23,8 @@ def points_on_wrong_level(value, spatial_shapes, sampling_locations, attention_w
     if last > 0:
         points[last - 1] += 1
         points[last] -= 1
-    return ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, attention_weights,
-                                 points, method)
+    return ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations,
+                                          attention_weights, points, method)
 
 
 def nearest_rounding_off_by_one(value, spatial_shapes, sampling_locations, attention_weights,
@@ -33,14 +33,14 @@ def nearest_rounding_off_by_one(value, spatial_shapes, sampling_locations, atten
     the rule is ``floor(u * W + 0.5)`` (by sampling half a pixel to the left and above);
     bilinear sampling is untouched."""
     if method != "discrete":
-        return ms_deform_attn_ragged(value, spatial_shapes, sampling_locations,
-                                     attention_weights, points_per_level, method)
+        return ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations,
+                                              attention_weights, points_per_level, method)
     half_pixel = torch.tensor([[0.5 / w, 0.5 / h] for (h, w), n in
                                zip(level_shapes(spatial_shapes), points_per_level, strict=True)
                                for _ in range(n)], dtype=sampling_locations.dtype,
                               device=sampling_locations.device)
-    return ms_deform_attn_ragged(value, spatial_shapes, sampling_locations - half_pixel,
-                                 attention_weights, points_per_level, method)
+    return ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations - half_pixel,
+                                          attention_weights, points_per_level, method)
 
 
 def drops_last_level(value, spatial_shapes, sampling_locations, attention_weights,
@@ -48,8 +48,8 @@ def drops_last_level(value, spatial_shapes, sampling_locations, attention_weight
     """Ignores every point of the last level."""
     keep = torch.ones_like(attention_weights)
     keep[..., sum(points_per_level) - points_per_level[-1]:] = 0
-    return ms_deform_attn_ragged(value, spatial_shapes, sampling_locations,
-                                 attention_weights * keep, points_per_level, method)
+    return ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations,
+                                          attention_weights * keep, points_per_level, method)
 
 
 CONTROLS = [

@@ -16,6 +16,7 @@ import warnings
 IN_TREE_PROVIDERS: tuple[str, ...] = (
     "libreyolo.kernels.quant.simulate.triton_provider",
     "libreyolo.kernels.attention.ms_deform_attn.triton_provider",
+    "libreyolo.kernels.attention.ms_deform_attn.ragged_triton_provider",
 )
 THIRD_PARTY_PACKAGE = "libreyolo_kernels"
 OPTIONAL_DEPENDENCIES = frozenset({"triton", "kernels"})
