@@ -112,7 +112,9 @@ def ms_deform_attn_ragged_fwd_kernel(
                         acc += (weight * wx * wy)[:, None] * corner.to(tl.float32)
         start += height * width
     out = out_ptr + ((b * len_q + q) * row_stride + h * C)[:, None] + c[None, :]
-    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=q_mask[:, None] & c_mask[None, :])
+    # rounded here, so the cast below is exact (and the interpreter's bfloat16 cast is not used)
+    tl.store(out, _round_to(acc, DTYPE).to(out_ptr.dtype.element_ty),
+             mask=q_mask[:, None] & c_mask[None, :])
 
 
 @triton.jit
