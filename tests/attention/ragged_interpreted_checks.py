@@ -30,30 +30,13 @@ from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as provider,
 )
 
+from .ragged_checks import discrete_sum_excess, pixel_mismatches  # noqa: E402
+
 CASES = shapesets.load(CATALOGUE["ms_deform_attn_ragged"].shapes)
 SMALL = [c for c in CASES if c.size == "small"]
 DISCRETE = [c for c in SMALL if c.params["method"] == "discrete"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 KERNEL = provider.ms_deform_attn_ragged_triton
-
-
-def one_point_per_query(args):
-    """The same call with each query's weight on one point only (query j on point j mod P), so
-    every output row is exactly one pixel's value: which pixel was read shows bit for bit."""
-    value, shapes, locations, weights, points, method = args
-    hot = torch.arange(weights.shape[1]).remainder(max(weights.shape[-1], 1))
-    one_hot = torch.nn.functional.one_hot(hot, weights.shape[-1]).to(weights.dtype)
-    return value, shapes, locations, one_hot[None, :, None, :].expand_as(weights), points, method
-
-
-def pixel_mismatches(fn, case, dtype) -> int:
-    """Output elements where ``fn`` read another pixel than the portable path in ``dtype``,
-    on the case's raw locations (near-ties left where they fall)."""
-    args = one_point_per_query(draw_inputs(case.params, dtype, seed=11, unambiguous=False))
-    want = ms_deform_attn_ragged_portable(*args)
-    got = fn(*args)
-    return int((got.view(torch.int16 if dtype != torch.float32 else torch.int32)
-                != want.view(torch.int16 if dtype != torch.float32 else torch.int32)).sum())
 
 
 def pixel_chosen_in_float32(value, shapes, locations, weights, points, method):
@@ -75,26 +58,6 @@ def test_the_pixel_check_rejects_a_wrong_pixel_rule(control):
     near = next(c for c in DISCRETE if c.name == "discrete_near_rounding_ties")
     cases = [near] if control is pixel_chosen_in_float32 else DISCRETE
     assert any(pixel_mismatches(control, c, d) for c in cases for d in DTYPES.values())
-
-
-def discrete_sum_excess(fn, case, dtype) -> float:
-    """How far ``fn`` is beyond the discrete contract's proven bound, as a multiple of it (<= 1:
-    within). The float64 portable path on the same pixels is the exact sum E; the kernel's
-    float32 sum of P rounded products is within gamma_P * S of it (S = sum |w * v|, Higham's
-    dot-product bound, gamma_n = n u / (1 - n u), u = 2**-24), plus one rounding to the output
-    dtype: |out - E| <= gamma_P * S + u_out * (|E| + gamma_P * S)."""
-    args = draw_inputs(case.params, dtype, seed=12)
-    value, shapes, locations, weights, points, method = args
-    wide = [t.double() for t in (value, locations, weights)]
-    exact = ms_deform_attn_ragged_portable(wide[0], shapes, wide[1], wide[2], points, method)
-    magnitude = ms_deform_attn_ragged_portable(wide[0].abs(), shapes, wide[1], wide[2].abs(),
-                                               points, method)
-    n_u = sum(points) * 2.0**-24
-    summed = n_u / (1 - n_u) * magnitude
-    bound = summed + torch.finfo(dtype).eps / 2 * (exact.abs() + summed)
-    error = (fn(*args).double() - exact).abs()
-    return float((error / bound.clamp_min(torch.finfo(torch.float64).tiny)).max()) \
-        if error.numel() else 0.0
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
