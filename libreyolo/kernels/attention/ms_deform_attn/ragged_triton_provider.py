@@ -218,8 +218,10 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
         value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
     if isinstance(plan, str):
         raise ValueError(f"{SLOT} triton implementation declines this input: {plan}")
-    return _RaggedFunction.apply(plan, value.contiguous(), sampling_locations.contiguous(),
-                                 attention_weights.contiguous())
+    tensors = (value.contiguous(), sampling_locations.contiguous(), attention_weights.contiguous())
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _RaggedFunction.apply(plan, *tensors)
+    return _forward(plan, *tensors)  # inference: no autograd node (host time per call)
 
 
 _HERE = Path(__file__).resolve().parent
