@@ -114,18 +114,26 @@ def _inputs(case: Case, dtype: torch.dtype, layout: str, gen: torch.Generator) -
 
 def _strategy():
     """Layouts the shape set does not enumerate: 1-4 levels of odd sizes, 0-5 points each (a
-    level may have none), both sampling methods, every location kind, both shape layouts."""
-    level = st.tuples(st.integers(1, 9), st.integers(1, 9)).map(list)
-    levels_and_points = st.lists(st.tuples(level, st.integers(0, 5)), min_size=1, max_size=4)
-    return st.builds(
-        lambda batch, pairs, heads, channels, queries, method, locations, shapes_as: Case(
-            "hypothesis", "hypothesis", "small",
-            {"batch": batch, "levels": [lv for lv, _ in pairs], "points": [n for _, n in pairs],
-             "heads": heads, "channels": channels, "queries": queries, "method": method,
-             "locations": locations, "spatial_shapes": shapes_as}),
-        st.integers(1, 3), levels_and_points, st.integers(1, 4), st.integers(1, 40),
-        st.integers(0, 33), st.sampled_from(SAMPLING_METHODS), st.sampled_from(LOCATIONS),
-        st.sampled_from(SHAPES_AS))
+    level may have none), both sampling methods, every location kind, both shape layouts.
+    Pixel centres get power-of-two sides: elsewhere a "centre" sits a rounding away from
+    bilinear's kink, where either side's location gradient is right (as the classic slot's
+    interpreter checks do)."""
+
+    def layouts(locations):
+        side = st.sampled_from([1, 2, 4, 8]) if locations == "centres" else st.integers(1, 9)
+        level = st.tuples(side, side).map(list)
+        pairs = st.lists(st.tuples(level, st.integers(0, 5)), min_size=1, max_size=4)
+        return st.builds(
+            lambda batch, pairs, heads, channels, queries, method, shapes_as: Case(
+                "hypothesis", "hypothesis", "small",
+                {"batch": batch, "levels": [lv for lv, _ in pairs],
+                 "points": [n for _, n in pairs], "heads": heads, "channels": channels,
+                 "queries": queries, "method": method, "locations": locations,
+                 "spatial_shapes": shapes_as}),
+            st.integers(1, 3), pairs, st.integers(1, 4), st.integers(1, 40), st.integers(0, 33),
+            st.sampled_from(SAMPLING_METHODS), st.sampled_from(SHAPES_AS))
+
+    return st.sampled_from(LOCATIONS).flatmap(layouts)
 
 
 SLOTS = [
