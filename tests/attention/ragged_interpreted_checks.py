@@ -121,6 +121,12 @@ def _args(**change):
     return tuple({**named, **change}.values())
 
 
+def _shapes_tensor():
+    """The small case's level sizes as a device tensor (its values are never read on the host,
+    so a bad layout or method is declined, and the portable path then raises)."""
+    return torch.tensor(SMALL[0].params["levels"], dtype=torch.int64)
+
+
 def _many_levels():
     levels = [[1, 1]] * (provider.MAX_LEVELS + 1)
     return draw_inputs({**SMALL[0].params, "levels": levels, "points": [1] * len(levels)})
@@ -138,7 +144,11 @@ def _many_points():
     (lambda: _args(value=_args()[0].to("meta")), "meta"),
     (_many_levels, "levels"),
     (_many_points, "points"),
-], ids=["float64", "int32-shapes", "mixed-dtypes", "meta-device", "levels", "points"])
+    (lambda: _args(spatial_shapes=_shapes_tensor(), attention_weights=_args()[3][..., :1]),
+     "ragged layout"),
+    (lambda: _args(spatial_shapes=_shapes_tensor(), method="nearest"), "method"),
+], ids=["float64", "int32-shapes", "mixed-dtypes", "meta-device", "levels", "points",
+        "tensor-shapes-layout", "tensor-shapes-method"])
 def test_declines_what_it_does_not_take_with_a_reason(args, reason_words):
     inputs = args()
     reason = provider.accepts(*inputs)

@@ -97,12 +97,14 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
             or len(points_per_level) != spatial_shapes.shape[0]:
         return "points_per_level must give a non-negative int for each level"
     points = list(points_per_level)
-    batch, _, heads, _ = value.shape if value.dim() == 4 else (None,) * 4
-    if value.dim() != 4 or sampling_locations.dim() != 5 \
-            or tuple(sampling_locations.shape) != (batch, sampling_locations.shape[1], heads,
-                                                   sum(points), 2) \
+    layout = "value, sampling_locations and attention_weights do not have the ragged layout"
+    if value.dim() != 4 or sampling_locations.dim() != 5:
+        return layout
+    batch, _, heads, _ = value.shape
+    if tuple(sampling_locations.shape) != (batch, sampling_locations.shape[1], heads,
+                                           sum(points), 2) \
             or tuple(attention_weights.shape) != tuple(sampling_locations.shape[:4]):
-        return "value, sampling_locations and attention_weights do not have the ragged layout"
+        return layout
     return len(points), spatial_shapes, points
 
 
