@@ -63,6 +63,8 @@ SLOTS: tuple[Slot, ...] = (
     _unpack("unpack_mxfp8", "packed MXFP8 codes and scales to floats"),
     Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)",
          validator="libreyolo.kernels.attention.ms_deform_attn.portable:validate_inputs"),
+    Slot("ms_deform_attn_ragged", None,
+         "deformable attention with a point count per level, bilinear or discrete (RT-DETRv2)"),
 )
 
 _BY_NAME = {slot.name: slot for slot in SLOTS}

@@ -4,8 +4,8 @@ The Triton provider (``triton_provider``) is not imported here: the registry imp
 so importing this package never imports triton.
 """
 
-from .dispatch import can_use_slot, maybe_ms_deform_attn
-from .portable import ms_deform_attn_portable, ms_deform_attn_ragged
+from .dispatch import can_use_slot, maybe_ms_deform_attn, maybe_ms_deform_attn_ragged
+from .portable import ms_deform_attn_portable, ms_deform_attn_ragged, ms_deform_attn_ragged_portable
 
-__all__ = ["can_use_slot", "maybe_ms_deform_attn", "ms_deform_attn_portable",
-           "ms_deform_attn_ragged"]
+__all__ = ["can_use_slot", "maybe_ms_deform_attn", "maybe_ms_deform_attn_ragged",
+           "ms_deform_attn_portable", "ms_deform_attn_ragged", "ms_deform_attn_ragged_portable"]

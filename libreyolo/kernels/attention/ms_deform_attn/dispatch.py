@@ -29,3 +29,17 @@ def maybe_ms_deform_attn(value, spatial_shapes, sampling_locations, attention_we
     if not can_use_slot():
         return None
     return dispatch(SLOT, value, spatial_shapes, sampling_locations, attention_weights)
+
+
+RAGGED_SLOT = "ms_deform_attn_ragged"
+
+
+def maybe_ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, attention_weights,
+                                points_per_level, method="bilinear"):
+    """The ragged slot's output from the first eligible implementation that takes this input, or
+    None (then the caller runs ``ms_deform_attn_ragged_portable``). Arguments as
+    :func:`~libreyolo.kernels.attention.ms_deform_attn.portable.ms_deform_attn_ragged`."""
+    if not can_use_slot():
+        return None
+    return dispatch(RAGGED_SLOT, value, spatial_shapes, sampling_locations, attention_weights,
+                    points_per_level, method)

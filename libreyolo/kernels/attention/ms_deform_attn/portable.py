@@ -3,7 +3,8 @@
 Plain PyTorch (``grid_sample``, bilinear, zero padding, ``align_corners=False``), so it runs on any
 device and dtype (float64 included), traces, scripts and exports. The slot's layout is the classic
 Deformable-DETR one; :func:`ms_deform_attn_ragged` adds what families need and the slot does not
-take (a different point count per level, discrete nearest-pixel sampling) and always runs here.
+take (a different point count per level, discrete nearest-pixel sampling): its own slot,
+``ms_deform_attn_ragged``, whose portable path is :func:`ms_deform_attn_ragged_portable`.
 
 Coordinate convention (the one ``grid_sample(align_corners=False)`` uses): a location ``u`` in
 ``[0, 1]`` on a level of width ``W`` samples pixel coordinate ``u * W - 0.5``, so ``u = 0`` and
@@ -14,10 +15,15 @@ location with a non-finite coordinate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
+from .dispatch import maybe_ms_deform_attn_ragged
 from .levels import level_shapes
+
+SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
 
 SAMPLING_METHODS = ("bilinear", "discrete")
 
@@ -181,14 +187,26 @@ def ms_deform_attn_portable(value, spatial_shapes, sampling_locations, attention
                    attention_weights.flatten(3, 4), "bilinear")
 
 
-def ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, attention_weights,
-                          points_per_level, method="bilinear"):
-    """Deformable attention with a point count per level, bilinear or discrete sampling.
+def ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations, attention_weights,
+                                   points_per_level, method="bilinear"):
+    """Deformable attention with a point count per level, bilinear or discrete sampling, in plain
+    PyTorch: the ``ms_deform_attn_ragged`` slot's portable path (the numbers' definition).
 
     The layout RT-DETRv2 uses: sampling_locations ``(batch, len_q, heads, sum(points), 2)`` and
-    attention_weights ``(batch, len_q, heads, sum(points))``, level 0's points first. The slot
-    does not take this layout, so it always runs here.
+    attention_weights ``(batch, len_q, heads, sum(points))``, level 0's points first.
     """
     shapes, points = _validate_ragged(value, spatial_shapes, sampling_locations,
                                       attention_weights, points_per_level, method)
     return _attend(value, shapes, points, sampling_locations, attention_weights, method)
+
+
+def ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, attention_weights,
+                          points_per_level, method="bilinear"):
+    """What families call: the ``ms_deform_attn_ragged`` slot when an implementation takes the
+    input (never while a graph is captured), else :func:`ms_deform_attn_ragged_portable`."""
+    out = maybe_ms_deform_attn_ragged(value, spatial_shapes, sampling_locations,
+                                      attention_weights, points_per_level, method)
+    if out is not None:
+        return out
+    return ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations,
+                                          attention_weights, points_per_level, method)

@@ -1,0 +1,236 @@
+"""The ``triton`` implementation of the ``ms_deform_attn_ragged`` slot: forward and backward.
+
+Registered at import time, eligible under the classic ``ms_deform_attn`` provider's rules (its
+``environment_ok``: triton and CUDA, or the interpreter on CPU tensors; declines while a graph is
+traced, scripted, compiled or exported; runs under CUDA-graph capture). The kernels module is
+imported only when the implementation first runs. Inputs in float32, float16 or bfloat16 are
+computed in float32 and returned in the input dtype.
+
+``accepts`` validates and plans the input once and hands the plan (a :class:`RaggedPlan`) to the
+call (the ``Prepared`` protocol); a direct call plans for itself through the same function.
+``spatial_shapes`` as ``(H, W)`` pairs (how RT-DETRv2, D-FINE and DEIM pass them) are validated
+on the host like the portable path does, with its errors, and copied to the device once per
+distinct set of pairs (a cache: the warm-up call before a CUDA-graph capture fills it); as an
+int64 device tensor they are used as they are, never read on the host (the kernels mask every
+access at ``len_in``, as the classic kernels do).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from libreyolo.capture import capture_reason
+from libreyolo.kernels import register
+from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
+from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
+from libreyolo.kernels.prepared import Prepared
+from libreyolo.kernels.settings import interpreting
+
+SLOT = "ms_deform_attn_ragged"
+#: Point counts and first-point indices travel to the kernels packed this many bits per level
+#: into one compile-time integer each; so at most 2**COUNT_BITS - 1 points in all.
+COUNT_BITS = 8
+MAX_POINTS = (1 << COUNT_BITS) - 1
+#: Levels per call: 8 levels of 8 bits keep the packed constants within 64 bits.
+MAX_LEVELS = 8
+#: The rounding the discrete index arithmetic emulates (``ragged_triton_kernels.FLOAT32`` ...).
+DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class RaggedPlan(Prepared):
+    """The validated input's launch: the level sizes on the device and the kernels' constants."""
+
+    shapes: torch.Tensor
+    sizes: tuple[int, int, int]
+    constants: dict
+    fwd_grid: tuple[int, int, int]
+    bwd_grid: tuple[int, int]
+    discrete: bool
+
+
+@functools.lru_cache(maxsize=64)
+def _device_shapes(pairs: tuple[tuple[int, int], ...], device: torch.device) -> torch.Tensor:
+    """The level sizes as a (levels, 2) int64 tensor on ``device``, made once per pairs."""
+    return torch.tensor(pairs, dtype=torch.int64, device=device)
+
+
+def _decline_tensors(value, sampling_locations, attention_weights) -> str | None:
+    tensors = {"value": value, "sampling_locations": sampling_locations,
+               "attention_weights": attention_weights}
+    if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+        return "value, sampling_locations and attention_weights must be tensors"
+    wanted = "cpu" if interpreting() else "cuda"
+    for name, tensor in tensors.items():
+        if tensor.device.type != wanted:
+            return f"{name} is on {tensor.device}, the kernels run on {wanted}"
+        if tensor.device != value.device:
+            return f"{name} is on {tensor.device}, value on {value.device}"
+    if value.dtype not in classic.SUPPORTED_DTYPES:
+        return f"value dtype {value.dtype} is not one of {classic.SUPPORTED_DTYPES}"
+    if sampling_locations.dtype != value.dtype or attention_weights.dtype != value.dtype:
+        return "value, sampling_locations and attention_weights must share a dtype"
+    return None
+
+
+def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
+                 method):
+    """(levels, the device tensor of sizes, the point counts) or why the kernels decline.
+
+    Pairs: the portable path's own validation (its exceptions for bad input). A tensor: only its
+    metadata and the layout's, since its values live on the device.
+    """
+    if not isinstance(spatial_shapes, torch.Tensor):
+        pairs, points = _validate_ragged(value, spatial_shapes, sampling_locations,
+                                         attention_weights, points_per_level, method)
+        return len(pairs), _device_shapes(tuple(pairs), value.device), points
+    if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
+            or spatial_shapes.shape[1] != 2 or spatial_shapes.device != value.device:
+        return "spatial_shapes must be a (levels, 2) int64 tensor on value's device"
+    if method not in SAMPLING_METHODS:
+        return f"method must be one of {SAMPLING_METHODS}"
+    if not all(isinstance(n, int) and n >= 0 for n in points_per_level) \
+            or len(points_per_level) != spatial_shapes.shape[0]:
+        return "points_per_level must give a non-negative int for each level"
+    points = list(points_per_level)
+    layout = "value, sampling_locations and attention_weights do not have the ragged layout"
+    if value.dim() != 4 or sampling_locations.dim() != 5:
+        return layout
+    batch, _, heads, _ = value.shape
+    if tuple(sampling_locations.shape) != (batch, sampling_locations.shape[1], heads,
+                                           sum(points), 2) \
+            or tuple(attention_weights.shape) != tuple(sampling_locations.shape[:4]):
+        return layout
+    return len(points), spatial_shapes, points
+
+
+def _pack(numbers: list[int]) -> int:
+    return sum(n << (COUNT_BITS * i) for i, n in enumerate(numbers))
+
+
+def prepare(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
+            method="bilinear") -> RaggedPlan | str:
+    """The plan for this input, or why the kernels decline it (no device reads).
+
+    Raises the portable path's ``TypeError``/``ValueError`` for input it would reject, when the
+    level sizes are host pairs; ``accepts`` and the implementation both call this.
+    """
+    if (capturing := capture_reason()) is not None:
+        return capturing
+    if (reason := _decline_tensors(value, sampling_locations, attention_weights)) is not None:
+        return reason
+    levels = _level_sizes(value, spatial_shapes, sampling_locations, attention_weights,
+                          points_per_level, method)
+    if isinstance(levels, str):
+        return levels
+    n_levels, shapes, points = levels
+    if n_levels > MAX_LEVELS or sum(points) > MAX_POINTS:
+        return f"more than {MAX_LEVELS} levels or {MAX_POINTS} points (packed constants)"
+    batch, len_in, heads, channels = value.shape
+    len_q = sampling_locations.shape[1]
+    if batch * heads > classic.MAX_GRID_Y:
+        return f"batch x heads = {batch * heads} exceeds the launch grid's {classic.MAX_GRID_Y}"
+    tensors = (value, sampling_locations, attention_weights)
+    if max(t.numel() for t in tensors) > classic.MAX_ELEMENTS \
+            or batch * len_q * heads * channels > classic.MAX_ELEMENTS:
+        return f"more than {classic.MAX_ELEMENTS} elements in one tensor (int32 offsets)"
+    block_q, block_c = classic._blocks(channels)
+    firsts = [sum(points[:i]) for i in range(n_levels)]
+    constants = {"C": channels, "LEVELS": n_levels, "COUNTS": _pack(points),
+                 "FIRSTS": _pack(firsts), "COUNT_BITS": COUNT_BITS, "TOTAL": max(sum(points), 1),
+                 "DISCRETE": method == "discrete", "DTYPE": DTYPE_CODES[value.dtype],
+                 "BLOCK_Q": block_q, "BLOCK_C": block_c}
+    q_blocks = classic._cdiv(len_q, block_q)
+    return RaggedPlan(shapes, (len_in, len_q, heads), constants,
+                      (q_blocks, batch * heads, classic._cdiv(channels, block_c)),
+                      (q_blocks, batch * heads), method == "discrete")
+
+
+def accepts(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
+            method="bilinear"):
+    """A :class:`RaggedPlan` when the kernels take this input, else why not."""
+    return prepare(value, spatial_shapes, sampling_locations, attention_weights,
+                   points_per_level, method)
+
+
+@functools.cache
+def _kernels():
+    from libreyolo.kernels.attention.ms_deform_attn import ragged_triton_kernels
+
+    return ragged_triton_kernels
+
+
+def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
+    batch, _, heads, channels = value.shape
+    out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
+    if out.numel() == 0:
+        return out
+    _kernels().ms_deform_attn_ragged_fwd_kernel[plan.fwd_grid](
+        value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes,
+        **plan.constants, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+    return out
+
+
+def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_weights):
+    grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
+    grad_locations = torch.zeros_like(sampling_locations)
+    grad_weights = torch.zeros_like(attention_weights)
+    if grad_out.numel() > 0:
+        _kernels().ms_deform_attn_ragged_bwd_kernel[plan.bwd_grid](
+            value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
+            grad_locations, grad_weights, *plan.sizes, **plan.constants,
+            num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+    return grad_value.to(value.dtype), grad_locations, grad_weights
+
+
+class _RaggedFunction(torch.autograd.Function):
+    """Autograd wiring: the backward kernel gives all three gradients in one pass; discrete
+    sampling has no location gradient (its pixel is a step function of the location)."""
+
+    @staticmethod
+    def forward(ctx, plan, value, sampling_locations, attention_weights):
+        ctx.plan = plan
+        ctx.save_for_backward(value, sampling_locations, attention_weights)
+        return _forward(plan, value, sampling_locations, attention_weights)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        value, sampling_locations, attention_weights = ctx.saved_tensors
+        grad_value, grad_locations, grad_weights = _backward(
+            ctx.plan, grad_out.contiguous(), value, sampling_locations, attention_weights)
+        needs = ctx.needs_input_grad
+        return (None, grad_value if needs[1] else None,
+                grad_locations if needs[2] and not ctx.plan.discrete else None,
+                grad_weights if needs[3] else None)
+
+
+def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, attention_weights,
+                                 points_per_level, method="bilinear", *, prepared=None):
+    """The slot on the Triton kernels; differentiable in value, weights and (bilinear) locations.
+
+    ``prepared`` is ``accepts``' plan for these arguments (``dispatch`` passes it); without it
+    the call plans for itself, and raises ValueError if the kernels decline the input.
+    """
+    plan = prepared if prepared is not None else prepare(
+        value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
+    if isinstance(plan, str):
+        raise ValueError(f"{SLOT} triton implementation declines this input: {plan}")
+    tensors = (value.contiguous(), sampling_locations.contiguous(), attention_weights.contiguous())
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _RaggedFunction.apply(plan, *tensors)
+    return _forward(plan, *tensors)  # inference: no autograd node (host time per call)
+
+
+_HERE = Path(__file__).resolve().parent
+#: The files this implementation's numbers depend on (its parity records' digest starts here):
+#: its own, and the classic kernels whose sampling helpers and limits it reuses.
+SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
+                                         "triton_provider.py", "triton_kernels.py"))
+
+register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
+         accepts=accepts, sources=SOURCES)
