@@ -4,7 +4,7 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda tests
+#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests
 #     (default: all, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
@@ -26,7 +26,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda tests)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -64,11 +64,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     tests)
         # the tests that need the GPU (the interpreter's run on CPU, in CI)
         # -v: the log names every finished test, so one that hangs is the one missing
-        run tests 300 python3 -m pytest -v --durations=30 -n 8 -p no:cacheprovider \
+        run tests 420 python3 -m pytest -v --durations=30 -n 8 -p no:cacheprovider \
             tests/attention/test_triton_cuda.py tests/quant tests/kernels/quant/test_triton_provider.py \
             tests/registry/test_no_host_sync_cuda.py tests/kernels/quant/unpack_checks.py \
             tests/kernels/quant/test_unpack_provider.py tests/attention/test_fused_conformance.py \
-            tests/attention/test_fused_export.py tests/attention/test_fused_policy.py ;;
+            tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
+            tests/attention/test_ragged_triton_cuda.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)
@@ -84,6 +85,9 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # Deformable DETR's op, built from a source checkout carried in .peers/ (never committed)
         run bench-msda 420 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
             python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
+    bench-ragged)
+        run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
+            "$OUT/bench_ms_deform_attn_ragged.json" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done
