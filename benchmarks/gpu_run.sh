@@ -9,6 +9,7 @@
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
+#   TESTS: the test paths of the tests stage (default: every GPU test file).
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -64,12 +65,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     tests)
         # the tests that need the GPU (the interpreter's run on CPU, in CI)
         # -v: the log names every finished test, so one that hangs is the one missing
-        run tests 420 python3 -m pytest -v --durations=30 -n 8 -p no:cacheprovider \
+        run tests 420 python3 -m pytest -v --durations=30 -n 8 -p no:cacheprovider ${TESTS:-\
             tests/attention/test_triton_cuda.py tests/quant tests/kernels/quant/test_triton_provider.py \
             tests/registry/test_no_host_sync_cuda.py tests/kernels/quant/unpack_checks.py \
             tests/kernels/quant/test_unpack_provider.py tests/attention/test_fused_conformance.py \
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
-            tests/attention/test_ragged_triton_cuda.py ;;
+            tests/attention/test_ragged_triton_cuda.py} ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)
