@@ -125,11 +125,38 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
         _judge(verdict, spec, plan, out, leaves, want, device)
     except Exception as exc:  # noqa: BLE001 - a crashing backward is a crash
         return _crashed(cell, exc)
+    for check, key in (("exact", "first_mismatch"), ("ste", "grad_first_mismatch")):
+        if check in verdict.failed:
+            verdict.explain(check, mismatch_context(spec, impl_inputs,
+                                                    verdict.measurements[key]["index"]))
     contracts.check_inputs_unmodified(verdict, impl_inputs, before)
     cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
     if verdict.failed:
         cell.state, cell.reason = "fail", "; ".join(verdict.messages)
     return cell
+
+
+def mismatch_context(spec: SlotSpec, inputs: Inputs, index) -> str:
+    """What a backend author needs to find the bug at output `index`: the input element there
+    (with its storage offset when the input is a view), and the parameters that applied."""
+    index = tuple(index)
+    parts = []
+    x = inputs.args[0] if inputs.args else None
+    if isinstance(x, torch.Tensor) and x.dim() == len(index) and \
+            all(i < n for i, n in zip(index, x.shape, strict=True)):
+        parts.append(f"input[{', '.join(map(str, index))}] = {contracts.element(x, index)}")
+        if not x.is_contiguous():
+            offset = x.storage_offset() + sum(i * s for i, s in zip(index, x.stride(), strict=True))
+            parts.append(f"at storage offset {offset} (strides {x.stride()}, offset "
+                         f"{x.storage_offset()})")
+    if spec.applied is not None:
+        try:
+            parts += [f"{name} " + (contracts.element(value, ()) if isinstance(value, torch.Tensor)
+                                    else repr(value))
+                      for name, value in spec.applied(inputs, index).items()]
+        except Exception as exc:  # noqa: BLE001 - a message must not turn a fail into a crash
+            parts.append(f"(the applied parameters are unknown: {type(exc).__name__}: {exc})")
+    return ", ".join(parts)
 
 
 def _wants_gradients(spec: SlotSpec, plan: CellPlan, inputs: Inputs) -> bool:

@@ -20,8 +20,9 @@ from conformance.plan import RunOptions, all_registered_names
 from conformance.recorder import Recorder
 from conformance.records import RECORD_PROFILE
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "run_options",
-           "whole_suite", "record_cell"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
+           "pytest_collection_modifyitems", "run_options", "whole_suite", "record_cell",
+           "registered_control", "control_verdict"]
 
 CELL_PROPERTY = "conformance_cell"
 CONTROL_PROPERTY = "conformance_negative_control"
@@ -185,6 +186,27 @@ def whole_suite(run_options):
     run to one (for example a third party's) implementation."""
     if run_options.impl is not None:
         pytest.skip(f"--impl {run_options.impl}: this run validates that implementation only")
+
+
+@pytest.fixture
+def registered_control(request):
+    """A negative control (`request.param`), registered for the test and removed after it."""
+    control = request.param
+    control.register()
+    yield control
+    control.unregister()
+
+
+@pytest.fixture
+def control_verdict(request):
+    """Report whether a negative control was rejected, and by which cell (the kill rate)."""
+
+    def report(control, rejecting: matrix.Cell | None) -> None:
+        request.node.user_properties.append((CONTROL_PROPERTY, json.dumps(
+            {"name": control.name, "slot": control.slot, "check": control.check,
+             "killed": rejecting is not None, "by": rejecting.case if rejecting else None})))
+
+    return report
 
 
 @pytest.fixture

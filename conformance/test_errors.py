@@ -2,7 +2,6 @@
 (the catalogue's `error_inputs`), raises the stated exception naming the argument, or declines
 so that the next implementation or the portable path raises it. Returning numbers fails."""
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -12,7 +11,6 @@ from conformance.catalogue import CATALOGUE, slot
 from conformance.cells import ErrorPlan, fallback, refuses, run_cell, run_error_cell
 from conformance.negative import load_controls
 from conformance.plan import cell_plans, error_plans
-from conformance.plugin import CONTROL_PROPERTY
 
 ERROR_CONTROLS = load_controls("ERROR_CONTROLS")
 
@@ -38,18 +36,10 @@ def test_every_slot_declares_error_inputs_its_fallback_refuses(name):
         assert refuses(error, raised.value), f"{error.name}: {raised.value}"
 
 
-@pytest.fixture
-def registered_control(request):
-    control = request.param
-    control.register()
-    yield control
-    control.unregister()
-
-
 @pytest.mark.parametrize("registered_control", ERROR_CONTROLS, indirect=True,
                          ids=lambda c: c.name)
 def test_suite_rejects_an_implementation_silent_on_invalid_input(registered_control, run_options,
-                                                                 request, whole_suite):
+                                                                 control_verdict, whole_suite):
     """The control is right on every valid cell it is given here (the matrix passes it), and
     the error cells reject it by the check it names."""
     control = registered_control
@@ -61,9 +51,7 @@ def test_suite_rejects_an_implementation_silent_on_invalid_input(registered_cont
                                                               if c.state != "pass"][:3]
     rejected = [cell for cell in (run_error_cell(slot(p.slot), p) for p in error_plans(options))
                 if control.check in cell.failed_checks]
-    request.node.user_properties.append((CONTROL_PROPERTY, json.dumps(
-        {"name": control.name, "slot": control.slot, "check": control.check,
-         "killed": bool(rejected), "by": rejected[0].case if rejected else None})))
+    control_verdict(control, rejected[0] if rejected else None)
     assert rejected, f"{control.name} passed every error cell: {control.why}"
 
 

@@ -6,6 +6,7 @@ new cases from a hypothesis strategy; both go through the same `make_inputs`.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -193,6 +194,55 @@ DYNAMIC_ERRORS = (
 WEIGHT_ERRORS = (*_bad_float_input("w"), *_weight_rank("w"))
 
 
+def _applied(op: str, *, axis=None, block=None, zero_point: bool = False):
+    """The scales (as the reference's quantizer computes them) that applied at output `index`:
+    `axis(inputs)` picks a per-channel scale, `block(inputs)` the block or group size along the
+    last dim; a 0-dim scale applies everywhere; `zero_point`: also the third argument."""
+
+    def applied(inputs: Inputs, index: tuple) -> dict:
+        from libreyolo.quant import quantizers
+
+        x = inputs.args[0]
+        scales = getattr(quantizers, op.removeprefix("fake_quant_"))(
+            *(a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args),
+            **inputs.kwargs).scales
+        found = {}
+        for name, s in scales.items():
+            s = s.detach().cpu()
+            if s.dim() == 0:
+                found[name] = s
+            elif axis is not None and axis(inputs) is not None and s.dim() == 1:
+                found[name] = s[index[axis(inputs) % x.dim()]]
+            else:  # one scale per row (of the leading dims) and block of the last dim
+                rows = s.reshape(math.prod(x.shape[:-1]), -1)
+                row = sum(i * math.prod(x.shape[d + 1:-1]) for d, i in enumerate(index[:-1]))
+                found[f"{name} (row {row}, block {index[-1] // block(inputs)})" if
+                      rows.shape[1] > 1 else f"{name} (row {row})"] = \
+                    rows[row, index[-1] // block(inputs) if rows.shape[1] > 1 else 0]
+        if zero_point:
+            found["zero_point"] = int(inputs.args[2])
+        return found
+
+    return applied
+
+
+def _third_arg(default):
+    return lambda inputs: inputs.args[2] if len(inputs.args) > 2 else default
+
+
+APPLIED = {
+    "fake_quant_int8_per_channel": _applied("fake_quant_int8_per_channel", axis=_third_arg(0)),
+    "fake_quant_int8_affine": _applied("fake_quant_int8_affine", zero_point=True),
+    "fake_quant_fp8": _applied("fake_quant_fp8", axis=lambda inputs: inputs.kwargs.get("axis"),
+                               block=lambda inputs: inputs.args[0].shape[-1]),
+    "fake_quant_int_grouped": _applied("fake_quant_int_grouped", block=_third_arg(None)),
+    **{op: _applied(op, block=lambda inputs, size=size: size) for op, size in (
+        ("fake_quant_nvfp4_weight", 16), ("fake_quant_nvfp4_dynamic", 16),
+        ("fake_quant_mxfp4_weight", 32), ("fake_quant_mxfp4_dynamic", 32),
+        ("fake_quant_mxfp8_weight", 32), ("fake_quant_mxfp8_dynamic", 32))},
+}
+
+
 def _spec(name, signature, make_inputs, strategy, error_inputs):
     return SlotSpec(
         name=name,
@@ -206,6 +256,7 @@ def _spec(name, signature, make_inputs, strategy, error_inputs):
         ste_mask=ste_mask(name),
         expects=EXPECTS,
         error_inputs=error_inputs,
+        applied=APPLIED[name],
     )
 
 

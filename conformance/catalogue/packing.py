@@ -133,11 +133,40 @@ MXFP4_ERRORS = (  # blocks of 32: scale (4, 1) uint8 E8M0 codes
 )
 
 
+def _applied(per_byte: int, scales: dict):
+    """What produced output element (row, col): its code byte and its scales; `scales` maps an
+    argument position to (name, columns per scale), columns None for a 0-dim scale."""
+
+    def applied(inputs: Inputs, index: tuple) -> dict:
+        row, col = index
+        found = {"code byte": inputs.args[0][row, col // per_byte(inputs)]}
+        for position, (name, columns) in scales.items():
+            scale = inputs.args[position]
+            found[name] = scale if columns is None else scale[row, col // columns(inputs)]
+        return found
+
+    return applied
+
+
+def _fixed(n):
+    return lambda inputs: n
+
+
+APPLIED = {
+    "unpack_int_grouped": _applied(lambda inputs: 8 // inputs.args[2],
+                                   {1: ("scale", lambda inputs: inputs.args[3])}),
+    "unpack_nvfp4": _applied(_fixed(2), {1: ("block_scale", _fixed(16)),
+                                         2: ("tensor_scale", None)}),
+    "unpack_mxfp4": _applied(_fixed(2), {1: ("scale (E8M0 code)", _fixed(32))}),
+}
+
+
 def _spec(name, signature, make_inputs, shapes, strategy, error_inputs):
     return SlotSpec(name=name, family="packing", signature=signature,
                     reference=f"libreyolo.quant.packing:{name}", contract=EXACT, shapes=shapes,
                     make_inputs=make_inputs, strategy=strategy, dtypes=FLOAT_DTYPES,
-                    expects={"triton": TRITON_EXPECTATION}, error_inputs=error_inputs)
+                    expects={"triton": TRITON_EXPECTATION}, error_inputs=error_inputs,
+                    applied=APPLIED[name])
 
 
 SLOTS = [

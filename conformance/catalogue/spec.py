@@ -172,6 +172,9 @@ class SlotSpec:
     layouts: tuple = LAYOUTS
     expects: Mapping[str, Expectation] = field(default_factory=dict)
     error_inputs: tuple[ErrorInput, ...] = ()
+    #: (inputs, output index) -> the parameters that applied at that output element (its scale,
+    #: zero point, block scale, code byte...), for mismatch messages
+    applied: Callable[[Inputs, tuple], dict] | None = None
 
     def __post_init__(self):
         if self.contract.ste and self.ste_mask is None:
