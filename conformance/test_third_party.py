@@ -39,10 +39,11 @@ def test_the_suite_judges_an_out_of_tree_backend(impl, passes, request, whole_su
 def _fresh_venv(tmp_path) -> str:
     """A new virtual environment that sees this interpreter's packages (torch, pytest,
     hypothesis) through a .pth file: `--system-site-packages` would reach only the base
-    interpreter's, and this one may itself be a virtual environment."""
+    interpreter's, and this one may itself be a virtual environment. No pip of its own: this
+    interpreter's pip installs into it (`--python`), with this interpreter's setuptools."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
     purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
                               "['purelib'])"], check=True, capture_output=True, text=True)
@@ -57,9 +58,10 @@ def test_the_walkthrough_validates_the_installed_example_in_a_fresh_venv(tmp_pat
     python = _fresh_venv(tmp_path)
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("PYTEST_XDIST", "TRITON_INTERPRET", "PYTHONPATH"))}
-    install = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                              "--no-build-isolation", "-e", str(root / EXAMPLE)], cwd=tmp_path,
-                             env=environment, capture_output=True, text=True, timeout=600)
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
+                              "--no-deps", "--no-index", "--no-build-isolation", "-e",
+                              str(root / EXAMPLE)], cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stdout + install.stderr
     matrix, summary = tmp_path / "matrix.json", tmp_path / "summary.md"
     # the command of docs/conformance.md, "Validating an out-of-tree backend", step 2
