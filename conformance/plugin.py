@@ -169,10 +169,12 @@ def pytest_collection_modifyitems(config, items):
     run = options(config)
     if run.impl is None or run.record:
         return
-    suite_only = [item for item in items if "whole_suite" in getattr(item, "fixturenames", ())]
+    kept, suite_only = [], []
+    for item in items:
+        (suite_only if "whole_suite" in getattr(item, "fixturenames", ()) else kept).append(item)
     if suite_only:
         config.hook.pytest_deselected(items=suite_only)
-        items[:] = [item for item in items if item not in set(suite_only)]
+        items[:] = kept
 
 
 @pytest.fixture
