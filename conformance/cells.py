@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 import zlib
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from conformance import contracts
-from conformance.catalogue.spec import Case, Inputs, SlotSpec
+from conformance.catalogue.spec import Case, ErrorInput, Inputs, SlotSpec
 from conformance.layouts import storage_snapshot
 from conformance.matrix import Cell
 
@@ -124,11 +125,38 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
         _judge(verdict, spec, plan, out, leaves, want, device)
     except Exception as exc:  # noqa: BLE001 - a crashing backward is a crash
         return _crashed(cell, exc)
+    for check, key in (("exact", "first_mismatch"), ("ste", "grad_first_mismatch")):
+        if check in verdict.failed:
+            verdict.explain(check, mismatch_context(spec, impl_inputs,
+                                                    verdict.measurements[key]["index"]))
     contracts.check_inputs_unmodified(verdict, impl_inputs, before)
     cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
     if verdict.failed:
         cell.state, cell.reason = "fail", "; ".join(verdict.messages)
     return cell
+
+
+def mismatch_context(spec: SlotSpec, inputs: Inputs, index) -> str:
+    """What a backend author needs to find the bug at output `index`: the input element there
+    (with its storage offset when the input is a view), and the parameters that applied."""
+    index = tuple(index)
+    parts = []
+    x = inputs.args[0] if inputs.args else None
+    if isinstance(x, torch.Tensor) and x.dim() == len(index) and \
+            all(i < n for i, n in zip(index, x.shape, strict=True)):
+        parts.append(f"input[{', '.join(map(str, index))}] = {contracts.element(x, index)}")
+        if not x.is_contiguous():
+            offset = x.storage_offset() + sum(i * s for i, s in zip(index, x.stride(), strict=True))
+            parts.append(f"at storage offset {offset} (strides {x.stride()}, offset "
+                         f"{x.storage_offset()})")
+    if spec.applied is not None:
+        try:
+            parts += [f"{name} " + (contracts.element(value, ()) if isinstance(value, torch.Tensor)
+                                    else repr(value))
+                      for name, value in spec.applied(inputs, index).items()]
+        except Exception as exc:  # noqa: BLE001 - a message must not turn a fail into a crash
+            parts.append(f"(the applied parameters are unknown: {type(exc).__name__}: {exc})")
+    return ", ".join(parts)
 
 
 def _wants_gradients(spec: SlotSpec, plan: CellPlan, inputs: Inputs) -> bool:
@@ -220,6 +248,87 @@ def _as_float64(inputs: Inputs) -> Inputs:
 
     return Inputs(tuple(widen(a) for a in inputs.args),
                   {k: widen(v) for k, v in inputs.kwargs.items()}, inputs.grad_args)
+
+
+@dataclass(frozen=True)
+class ErrorPlan:
+    """An error cell: one implementation, in one mode, given one of its slot's error inputs."""
+
+    slot: str
+    impl: str
+    mode: str
+    error: ErrorInput
+
+    @property
+    def id(self) -> str:
+        return f"{self.slot}:{self.impl}:{self.mode}:error:{self.error.name}"
+
+
+#: Error inputs are judged eagerly: a captured graph has no host to raise from.
+ERROR_MODES = ("cpu", "interpreter", "cuda")
+
+
+def refuses(error: ErrorInput, exc: BaseException) -> bool:
+    """Whether `exc` is the error input's exception, its message naming the argument."""
+    return isinstance(exc, error.error) and re.search(rf"\b{re.escape(error.match)}\b",
+                                                      str(exc)) is not None
+
+
+def fallback(spec: SlotSpec):
+    """What runs after every implementation declined: the reference, or the caller's portable
+    path for a slot without one."""
+    return spec.reference_fn() if spec.reference is not None else spec.portable
+
+
+def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
+    """Pass when the implementation raises the error input's exception naming the argument, from
+    its `accepts` or its call, or declines the input and the fallback raises it; anything else
+    (numbers, another exception) fails the `error-input` check."""
+    error = plan.error
+    cell = Cell(plan.slot, plan.impl, plan.mode, "any", f"error:{error.name}", "small", "pass",
+                origin="errors")
+    device = "cuda" if plan.mode in GPU_MODES else "cpu"
+    inputs = error.build(device, "cpu" if device == "cuda" else "meta")
+    environment = decline_reason(spec.name, plan.impl, Inputs(()))[0]
+    if environment is not None or plan.mode not in spec.expectation(plan.impl).modes:
+        cell.state = "not-applicable"
+        cell.reason = environment or f"the catalogue does not hold {plan.impl} to mode {plan.mode}"
+        return cell
+    wanted = (f"expected {error.error.__name__} naming {error.match!r}, or a decline "
+              f"({error.rule})")
+    impl = find_impl(spec.name, plan.impl)
+    try:
+        declined = impl.accepts(*inputs.args, **inputs.kwargs) if impl.accepts else None
+        if declined is None:
+            out = impl.fn(*inputs.args, **inputs.kwargs)
+            return _refusal_failed(cell, f"returned {_described(out)} for input "
+                                         f"'{error.name}'; {wanted}")
+    except Exception as exc:  # noqa: BLE001 - the exception is what this cell judges
+        if refuses(error, exc):
+            cell.reason = f"raised {type(exc).__name__}: {exc}"
+            return cell
+        return _refusal_failed(cell, f"raised {type(exc).__name__}: {exc} for input "
+                                     f"'{error.name}'; {wanted}")
+    try:
+        fallback(spec)(*inputs.args, **inputs.kwargs)
+    except Exception as exc:  # noqa: BLE001
+        if refuses(error, exc):
+            cell.reason = f"declined ({declined}); the fallback raised {type(exc).__name__}"
+            return cell
+    return _refusal_failed(cell, f"declined ({declined}), but the fallback does not raise "
+                                 f"{error.error.__name__} naming {error.match!r} either: the "
+                                 "catalogue's error input is wrong")
+
+
+def _refusal_failed(cell: Cell, message: str) -> Cell:
+    cell.state, cell.failed_checks, cell.reason = "fail", ["error-input"], f"error-input: {message}"
+    return cell
+
+
+def _described(out) -> str:
+    if isinstance(out, torch.Tensor):
+        return f"a {str(out.dtype).removeprefix('torch.')} tensor of shape {tuple(out.shape)}"
+    return f"a {type(out).__name__}"
 
 
 def _crashed(cell: Cell, exc: BaseException) -> Cell:

@@ -31,6 +31,25 @@ class Verdict:
         self.failed.append(check)
         self.messages.append(f"{check}: {message}")
 
+    def explain(self, check: str, context: str) -> None:
+        """Add `context` to the message of `check`, if it failed."""
+        if check in self.failed:
+            i = self.failed.index(check)
+            self.messages[i] += f"; {context}"
+
+
+def hex_bits(t: torch.Tensor) -> str:
+    """A one-element tensor's bit pattern in hex, as wide as its dtype (`0x7fc00000`)."""
+    width = t.element_size() * 8
+    return f"0x{int(bits(t.reshape(1))[0]) & ((1 << width) - 1):0{width // 4}x}"
+
+
+def element(t: torch.Tensor, index: tuple) -> str:
+    """`value (0xbits)` of one element."""
+    value = t.detach().cpu()[index]
+    shown = value.float() if value.dtype.is_floating_point else value  # float8 has no .item()
+    return f"{shown.item()!r} ({hex_bits(value)})"
+
 
 def ordered(t: torch.Tensor) -> torch.Tensor:
     """Bits mapped to integers whose order is the float order: their difference counts ULPs."""
@@ -54,10 +73,16 @@ def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> dict:
         ulps = (ordered(actual) - ordered(expected)).abs().reshape(-1)[finite.reshape(-1)]
         out["max_ulp"] = int(ulps.max()) if ulps.numel() else None
         first = int(mismatch.reshape(-1).nonzero()[0])
-        out["first_mismatch"] = {"index": first,
-                                 "actual": float(actual.detach().cpu().reshape(-1)[first]),
-                                 "expected": float(expected.detach().cpu().reshape(-1)[first])}
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), e.shape))
+        out["first_mismatch"] = {"index": list(index), "actual": element(actual, index),
+                                 "expected": element(expected, index)}
     return out
+
+
+def first_mismatch_text(measured: dict) -> str:
+    first = measured["first_mismatch"]
+    return (f"first at index {tuple(first['index'])}: {first['actual']} != expected "
+            f"{first['expected']}")
 
 
 def check_common(verdict: Verdict, out, expected: torch.Tensor, device: str) -> bool:
@@ -87,7 +112,7 @@ def check_exact(verdict: Verdict, out: torch.Tensor, expected: torch.Tensor) -> 
     verdict.measurements["output_digest"] = digest(out)
     if measured["mismatches"]:
         verdict.fail("exact", f"{measured['mismatches']} of {measured['elements']} elements differ "
-                              f"from the CPU reference's bits ({measured.get('first_mismatch')})")
+                              f"from the CPU reference's bits, {first_mismatch_text(measured)}")
 
 
 def check_ste(verdict: Verdict, x: torch.Tensor, out: torch.Tensor, mask: torch.Tensor,
@@ -109,7 +134,8 @@ def check_ste(verdict: Verdict, x: torch.Tensor, out: torch.Tensor, mask: torch.
     verdict.measurements["grad_mismatches"] = measured["mismatches"]
     if measured["mismatches"]:
         verdict.fail("ste", f"{measured['mismatches']} gradient elements differ from "
-                            f"where(mask, g, 0) ({measured.get('first_mismatch')})")
+                            f"where(mask, g, 0), {first_mismatch_text(measured)}")
+        verdict.measurements["grad_first_mismatch"] = measured["first_mismatch"]
 
 
 def check_bounded(verdict: Verdict, contract: Contract, names: list[str], candidate: list,

@@ -28,6 +28,7 @@ class Cell:
     measurements: dict = field(default_factory=dict)
     seconds: float = 0.0
     origin: str = "suite"
+    reproduce: str | None = None  # the command that re-runs this cell
 
     def __post_init__(self):
         if self.state not in STATES:
@@ -97,6 +98,13 @@ def summary_rows(cells: list[Cell]) -> list[list[str]]:
     return rows
 
 
+def count_line(cells: list[Cell]) -> str:
+    """`N cells: a pass, b fail, ...` over the given cells (states with no cell omitted)."""
+    counts = Counter(c.state for c in cells)
+    states = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])
+    return f"{len(cells)} cells" + (f": {states}" if states else "")
+
+
 HEADER = ["slot", "implementation", "mode", *STATES, "first failure / reason"]
 
 
@@ -111,6 +119,7 @@ def render_markdown(cells: list[Cell], meta: dict | None = None) -> str:
     out = []
     if meta:
         out.append(", ".join(f"{k}: {v}" for k, v in sorted(meta.items())) + "\n")
+    out.append(count_line(cells) + "\n")
     out.append("| " + " | ".join(HEADER) + " |")
     out.append("|" + " --- |" * len(HEADER))
     for row in summary_rows(cells):
@@ -118,10 +127,11 @@ def render_markdown(cells: list[Cell], meta: dict | None = None) -> str:
     failures = [c for c in cells if c.state in ("fail", "crash")]
     if failures:
         out.append("\n### Failing cells\n")
-        out.append("| slot | implementation | mode | dtype | case | state | checks |")
-        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        out.append("| slot | implementation | mode | dtype | case | state | checks | reproduce |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for c in failures:
             checks = ", ".join(c.failed_checks) or (c.reason or "")
+            command = f"`{c.reproduce}`" if c.reproduce else ""
             out.append(f"| {c.slot} | {c.impl} | {c.mode} | {c.dtype} | {c.case} | {c.state} "
-                       f"| {checks.replace('|', '/')} |")
+                       f"| {checks.replace('|', '/')} | {command.replace('|', '/')} |")
     return "\n".join(out) + "\n"

@@ -25,9 +25,19 @@ def plugin_args(config) -> list[str]:
     return [f"-p{p}" for p in config.option.plugins if not p.startswith("no:")]
 
 
+def described(cell: Cell) -> str:
+    """The cell's reason, led by the failed check's name (a contract check's message starts with
+    it already; an input decline's reason is the implementation's own words)."""
+    if "accepts" in cell.failed_checks:
+        return (f"accepts: declined a case the catalogue holds {cell.impl} to ({cell.mode}, "
+                f"{cell.dtype}, {cell.case}): {cell.reason}")
+    return cell.reason or ""
+
+
 def conclude(cell: Cell, command: str) -> None:
     if cell.state == "not-applicable":
         pytest.skip(f"not applicable: {cell.reason}")
     if cell.state in ("fail", "crash"):
         detail = cell.measurements.get("traceback", "")
-        pytest.fail(f"{cell.state}: {cell.reason}\n{detail}\nreproduce: {command}", pytrace=False)
+        pytest.fail(f"{cell.state}: {described(cell)}\n{detail}\nreproduce: {command}",
+                    pytrace=False)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from conformance import shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.cells import CellPlan, input_seed
+from conformance.cells import ERROR_MODES, CellPlan, ErrorPlan, input_seed
 from conformance.strategies import INTERPRETER_SIZES, Profile
 
 
@@ -78,3 +78,10 @@ def layout_targets(options: RunOptions) -> list[tuple[str, str, str]]:
     """(slot, implementation, mode) triples the hypothesis layouts explore."""
     return [(slot, impl, mode) for slot in CATALOGUE if options.takes(slot)
             for mode in options.modes for impl in implementations(options, slot, mode)]
+
+
+def error_plans(options: RunOptions) -> list[ErrorPlan]:
+    """Every error input of every slot, for each implementation a mode tests (eager modes)."""
+    return [ErrorPlan(slot, impl, mode, error) for slot, spec in CATALOGUE.items()
+            if options.takes(slot) for mode in options.modes if mode in ERROR_MODES
+            for impl in implementations(options, slot, mode) for error in spec.error_inputs]

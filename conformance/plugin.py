@@ -20,8 +20,9 @@ from conformance.plan import RunOptions, all_registered_names
 from conformance.recorder import Recorder
 from conformance.records import RECORD_PROFILE
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests", "run_options",
-           "whole_suite", "record_cell"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
+           "pytest_collection_modifyitems", "run_options", "whole_suite", "record_cell",
+           "registered_control", "control_verdict"]
 
 CELL_PROPERTY = "conformance_cell"
 CONTROL_PROPERTY = "conformance_negative_control"
@@ -36,13 +37,18 @@ def pytest_addoption(parser):
                     help="run Triton implementations under TRITON_INTERPRET=1 on CPU tensors")
     group.addoption("--impl", metavar="NAME",
                     help="test only implementations registered under NAME (third parties)")
-    group.addoption("--profile", default="ci", choices=sorted(strategies.PROFILES),
-                    help="how much to explore: ci (default, derandomized), dev, thorough")
+    group.addoption("--profile", choices=sorted(strategies.PROFILES),
+                    help="how much to explore: ci (default, derandomized), dev, thorough; "
+                         "validate (the default with --impl: every case in every dtype and "
+                         "layout)")
     group.addoption("--seed", type=int, default=0, help="base seed of the matrix's inputs")
     group.addoption("--slot", metavar="NAME[,NAME]",
                     help="only these slots: a record run can be split across commands, each "
                          "slot's records stay complete")
     group.addoption("--matrix", metavar="PATH", help="write the matrix as JSON to PATH")
+    group.addoption("--summary", metavar="PATH",
+                    help="write the matrix as markdown to PATH, failing cells with the command "
+                         "that reproduces each")
     group.addoption("--record", action="store_true",
                     help="with --gpu and --profile thorough: write parity records")
     group.addoption("--replay", metavar="FILE",
@@ -68,6 +74,9 @@ def pytest_configure(config):
         _enter_interpreter()
     if get("record") and not get("gpu"):
         raise pytest.UsageError("--record needs --gpu: only CUDA runs produce parity records")
+    if get("profile") is None:  # resolved here, so every child and rerun command repeats it
+        config.option.profile = (strategies.IMPL_DEFAULT_PROFILE if get("impl") is not None
+                                 else strategies.DEFAULT_PROFILE)
     run = RunOptions(profile=strategies.profile(get("profile")), gpu=get("gpu"),
                      interpreter=get("interpreter"), impl=_checked_impl(get("impl")),
                      seed=get("seed"), record=get("record"), slots=_checked_slots(get("slot")))
@@ -126,12 +135,13 @@ def _checked_impl(name: str | None) -> str | None:
     known = all_registered_names()
     if name.strip().lower() not in known:
         raise pytest.UsageError(f"--impl: no implementation is registered under {name!r}; "
-                                f"registered: {', '.join(sorted(known))}")
+                                f"registered: {', '.join(sorted(known))}. An out-of-tree "
+                                "package registers when imported: load it with -p PACKAGE")
     return name.strip().lower()
 
 
 def pytest_generate_tests(metafunc):
-    from conformance.plan import cell_plans, layout_targets
+    from conformance.plan import cell_plans, error_plans, layout_targets
 
     run = options(metafunc.config)
     if "cell_plan" in metafunc.fixturenames:
@@ -140,6 +150,31 @@ def pytest_generate_tests(metafunc):
     if "layout_target" in metafunc.fixturenames:
         targets = layout_targets(run)
         metafunc.parametrize("layout_target", targets, ids=[":".join(t) for t in targets])
+    if "error_plan" in metafunc.fixturenames:
+        metafunc.parametrize("error_plan", [pytest.param(p, id=p.id, marks=_known_failure(p))
+                                            for p in error_plans(run)])
+
+
+def _known_failure(plan) -> list:
+    """A strict expected failure where the catalogue names the issue that fixes it: the mark
+    must go when the fix lands (an unexpected pass fails)."""
+    issue = plan.error.failing.get(plan.impl)
+    return [pytest.mark.xfail(strict=True, reason=f"issue: {issue}")] if issue else []
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under `--impl` the tests about the whole suite and the in-tree code (`whole_suite`) are
+    deselected, not skipped, so the run's counts are about that implementation; a record run
+    keeps them (records come from the whole suite)."""
+    run = options(config)
+    if run.impl is None or run.record:
+        return
+    kept, suite_only = [], []
+    for item in items:
+        (suite_only if "whole_suite" in getattr(item, "fixturenames", ()) else kept).append(item)
+    if suite_only:
+        config.hook.pytest_deselected(items=suite_only)
+        items[:] = kept
 
 
 @pytest.fixture
@@ -153,6 +188,27 @@ def whole_suite(run_options):
     run to one (for example a third party's) implementation."""
     if run_options.impl is not None:
         pytest.skip(f"--impl {run_options.impl}: this run validates that implementation only")
+
+
+@pytest.fixture
+def registered_control(request):
+    """A negative control (`request.param`), registered for the test and removed after it."""
+    control = request.param
+    control.register()
+    yield control
+    control.unregister()
+
+
+@pytest.fixture
+def control_verdict(request):
+    """Report whether a negative control was rejected, and by which cell (the kill rate)."""
+
+    def report(control, rejecting: matrix.Cell | None) -> None:
+        request.node.user_properties.append((CONTROL_PROPERTY, json.dumps(
+            {"name": control.name, "slot": control.slot, "check": control.check,
+             "killed": rejecting is not None, "by": rejecting.case if rejecting else None})))
+
+    return report
 
 
 @pytest.fixture
@@ -213,16 +269,22 @@ class Collector:
             self.recorder.report(report.nodeid, cells, report.duration)
 
     def pytest_sessionfinish(self, session):
-        path = self.config.getoption("matrix")
-        if path:
-            cells = matrix.merge(self.cells)
-            matrix.write(path, cells, matrix_meta(self.config, cells))
+        cells = matrix.merge(self.cells)
+        meta = matrix_meta(self.config, cells)
+        if self.config.getoption("matrix"):
+            matrix.write(self.config.getoption("matrix"), cells, meta)
+        if self.config.getoption("summary"):
+            pathlib.Path(self.config.getoption("summary")).write_text(
+                matrix.render_markdown(cells, meta))
 
     def pytest_terminal_summary(self, terminalreporter):
         cells = matrix.merge(self.cells)
         if cells:
             terminalreporter.section("conformance matrix")
             terminalreporter.write_line(matrix.render_text(cells))
+        impl = options(self.config).impl
+        if impl is not None:
+            terminalreporter.write_line(f"--impl {impl}: {matrix.count_line(cells)}")
         if options(self.config).record:
             self._summarize_records(terminalreporter)
         if self.controls:

@@ -1,8 +1,12 @@
-"""Failing examples as files: the inputs and the plan, saved so one command replays them."""
+"""Failing examples as files: the inputs and the plan, saved so one command replays them
+(`pytest conformance/test_replay.py --replay FILE`) and one prints them
+(`python -m conformance.replay FILE`)."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import sys
 import tempfile
 from pathlib import Path
 
@@ -42,3 +46,35 @@ def load(path: str | Path) -> tuple[CellPlan, Inputs]:
     plan = CellPlan(p["slot"], p["impl"], p["mode"], getattr(torch, p["dtype"]),
                     Case(**p["case"]), p["layout"], p["seed"])
     return plan, Inputs(tuple(record["args"]), record["kwargs"], tuple(record["grad_args"]))
+
+
+def describe(plan: CellPlan, inputs: Inputs) -> str:
+    """The plan and every argument: tensors with dtype, shape, strides, storage offset and
+    values (torch's summarized print), everything else as it is."""
+    lines = [f"slot {plan.slot}, implementation {plan.impl}, mode {plan.mode}, dtype "
+             f"{plan.dtype_name}, layout {plan.layout}, seed {plan.seed}",
+             f"case {plan.case.name} ({plan.case.source}): {dict(plan.case.params)}"]
+    named = [*(f"args[{i}]" for i in range(len(inputs.args))), *inputs.kwargs]
+    for name, value in zip(named, (*inputs.args, *inputs.kwargs.values()), strict=True):
+        if isinstance(value, torch.Tensor):
+            lines.append(f"{name}: {str(value.dtype).removeprefix('torch.')} "
+                         f"{tuple(value.shape)}, strides {value.stride()}, storage offset "
+                         f"{value.storage_offset()}\n{value}")
+        else:
+            lines.append(f"{name}: {value!r}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.replay",
+                                     description="Print a saved failing example's plan and "
+                                                 "inputs.")
+    parser.add_argument("file", help="a file written by a failing hypothesis example")
+    args = parser.parse_args(argv)
+    torch.set_printoptions(precision=8, threshold=200, edgeitems=4)
+    sys.stdout.write(describe(*load(args.file)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

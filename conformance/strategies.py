@@ -1,4 +1,4 @@
-"""Hypothesis strategies for layouts, and the suite's profiles (ci / dev / thorough).
+"""Hypothesis strategies for layouts, and the suite's profiles (ci / dev / thorough / validate).
 
 Values come from the seeded generators (`conformance.generators`), which inject the edge cases;
 hypothesis explores what the shape sets cannot enumerate: shapes, axes, group sizes, dtypes,
@@ -45,6 +45,7 @@ class Profile:
 
 
 _SMALL, _MEDIUM = frozenset({"small"}), frozenset({"small", "medium"})
+_ALL_SIZES = _MEDIUM | {"large"}
 PROFILES = {
     "ci": Profile("ci", _MEDIUM, _SMALL, max_examples=6, derandomize=True),
     "dev": Profile("dev", _MEDIUM, _MEDIUM, max_examples=40, derandomize=False),
@@ -53,7 +54,13 @@ PROFILES = {
     # because each new shape compiles its kernels (60 had not finished in 400 s on the H200).
     "thorough": Profile("thorough", _MEDIUM | {"large"}, _MEDIUM, max_examples=12,
                         derandomize=False),
+    # What validating one named implementation (`--impl`) runs unless told otherwise: every case
+    # in every dtype and layout its slot declares, so a bug specific to one size x dtype or
+    # size x layout combination fails; derandomized, so a third party's CI is reproducible.
+    "validate": Profile("validate", _ALL_SIZES, _ALL_SIZES, max_examples=12, derandomize=True),
 }
+#: The profile of a run that names no --profile: `validate` when --impl names an implementation.
+DEFAULT_PROFILE, IMPL_DEFAULT_PROFILE = "ci", "validate"
 #: The interpreter costs ~0.7 ms per program instance (DESIGN.md): it only gets small cases.
 INTERPRETER_SIZES = frozenset({"small"})
 
@@ -66,7 +73,9 @@ def profile(name: str) -> Profile:
 
 
 def hypothesis_settings(p: Profile) -> settings:
+    """No `@reproduce_failure` blob: the suite saves a failing example and prints the one command
+    that replays it, which works without editing a test (a third party cannot edit ours)."""
     return settings(max_examples=p.max_examples, derandomize=p.derandomize, deadline=None,
-                    database=None, print_blob=True,
+                    database=None, print_blob=False,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large])

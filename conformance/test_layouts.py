@@ -32,19 +32,24 @@ def test_layouts(layout_target, run_options, record_cell, request):
             command = outcomes.rerun_command(request.config, "conformance/test_replay.py",
                                              "--replay", str(path))
             raise AssertionError(f"{cell.state} on {dict(case.params)} {dtype} {layout}: "
-                                 f"{cell.reason}\nreproduce: {command}")
+                                 f"{outcomes.described(cell)}\ninputs: python -m "
+                                 f"conformance.replay {path}\nreproduce: {command}")
         counts[cell.state] += 1
         if cell.state == "not-applicable":
             declined.append(cell.reason)
 
     state, reason = "crash", "the exploration raised before it could conclude"
+    reproduce = outcomes.rerun_command(request.config, request.node.nodeid)
     try:
         explore()
         state, reason = ("pass", None) if counts["pass"] or not declined else \
             ("not-applicable", declined[-1])
     except AssertionError as exc:
         state, reason = "fail", str(exc).splitlines()[0]
+        reproduce = str(exc).rpartition("reproduce: ")[2] if "reproduce: " in str(exc) \
+            else reproduce
         raise
     finally:
         record_cell(Cell(slot_name, impl, mode, "any", "hypothesis", "small", state,
-                         reason=reason, measurements=counts, origin="hypothesis"))
+                         reason=reason, measurements=counts, origin="hypothesis",
+                         reproduce=reproduce))

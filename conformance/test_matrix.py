@@ -8,5 +8,6 @@ from conformance.cells import run_cell
 
 def test_cell(cell_plan, record_cell, request):
     cell = run_cell(slot(cell_plan.slot), cell_plan)
+    cell.reproduce = outcomes.rerun_command(request.config, request.node.nodeid)
     record_cell(cell)
-    outcomes.conclude(cell, outcomes.rerun_command(request.config, request.node.nodeid))
+    outcomes.conclude(cell, cell.reproduce)

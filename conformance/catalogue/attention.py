@@ -19,6 +19,8 @@ from conformance.catalogue.spec import (
     Expectation,
     Inputs,
     SlotSpec,
+    error_input,
+    tensor,
 )
 from conformance.ms_deform_attn import cases as msda_cases
 from conformance.ms_deform_attn import parity
@@ -50,6 +52,47 @@ def _msda_strategy():
         st.sampled_from(msda_cases.VALUES))
 
 
+# Error inputs: docs/ms_deform_attn.md ("Bad input raises from the portable core, naming the
+# argument"), worded as the portable core's validate_inputs words them. The slot has no reference:
+# an implementation raises, or declines so that the caller's portable path (after
+# maybe_ms_deform_attn returns None) raises. A valid call: batch 1, levels (2, 3) and (1, 2)
+# (len_in 8), 2 heads of 4 channels, 5 queries, 3 points.
+MSDA_RULE = "docs/ms_deform_attn.md: the slot's layout; bad input raises naming the argument"
+#: The issue whose fix makes the in-tree Triton path refuse what it takes today.
+LINEAGE = "Deformable attention across the lineage"
+_MSDA_VALID = {"value": tensor((1, 8, 2, 4)),
+               "spatial_shapes": tensor((2, 2), torch.int64, values=[2, 3, 1, 2]),
+               "sampling_locations": tensor((1, 5, 2, 2, 3, 2)),
+               "attention_weights": tensor((1, 5, 2, 2, 3))}
+
+
+def _msda_error(name, error, match, failing=None, **bad):
+    """The valid call with the arguments in `bad` replaced."""
+    spec = error_input(name, error, match, MSDA_RULE, *{**_MSDA_VALID, **bad}.values())
+    return replace(spec, failing=failing or {})
+
+
+MSDA_ERRORS = (
+    _msda_error("integer-value", TypeError, "value", value=tensor((1, 8, 2, 4), torch.int32)),
+    _msda_error("3-d-value", ValueError, "value", value=tensor((8, 2, 4))),
+    _msda_error("float64-attention-weights", TypeError, "attention_weights",
+                attention_weights=tensor((1, 5, 2, 2, 3), torch.float64)),
+    _msda_error("sampling-locations-on-another-device", ValueError, "sampling_locations",
+                sampling_locations=tensor((1, 5, 2, 2, 3, 2), on="other")),
+    _msda_error("float-spatial-shapes", TypeError, "spatial_shapes",
+                spatial_shapes=tensor((2, 2), values=[2, 3, 1, 2])),
+    _msda_error("spatial-shapes-of-three-columns", ValueError, "spatial_shapes",
+                spatial_shapes=tensor((2, 3), torch.int64, values=[2, 3, 1, 1, 2, 1])),
+    _msda_error("zero-height-level", ValueError, "spatial_shapes", {"triton": LINEAGE},
+                spatial_shapes=tensor((2, 2), torch.int64, values=[0, 3, 1, 2])),
+    _msda_error("len-in-not-the-levels-sum", ValueError, "len_in", {"triton": LINEAGE},
+                value=tensor((1, 9, 2, 4))),
+    _msda_error("sampling-locations-of-three-levels", ValueError, "sampling_locations",
+                sampling_locations=tensor((1, 5, 2, 3, 3, 2))),
+    _msda_error("attention-weights-of-four-points", ValueError, "attention_weights",
+                attention_weights=tensor((1, 5, 2, 2, 4))),
+)
+
 SLOTS = [
     SlotSpec(
         name="ms_deform_attn",
@@ -66,5 +109,6 @@ SLOTS = [
         expects={"triton": TRITON_EXPECTATION,
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
                                   layouts=frozenset(MSDA_LAYOUTS))},
+        error_inputs=MSDA_ERRORS,
     ),
 ]

@@ -6,6 +6,7 @@ new cases from a hypothesis strategy; both go through the same `make_inputs`.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -13,7 +14,15 @@ from hypothesis import strategies as st
 
 from conformance import generators as gen_
 from conformance import strategies as layouts_st
-from conformance.catalogue.spec import TRITON_EXPECTATION, Case, Contract, Inputs, SlotSpec
+from conformance.catalogue.spec import (
+    TRITON_EXPECTATION,
+    Case,
+    Contract,
+    Inputs,
+    SlotSpec,
+    error_input,
+    tensor,
+)
 from conformance.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
 
 EXACT_STE = Contract("exact", ste=True)
@@ -94,7 +103,147 @@ def _nvfp4_weight(case, dtype, layout, gen):
     return Inputs((gen_.finish(w, dtype, layout),), kwargs)
 
 
-def _spec(name, signature, make_inputs, strategy):
+# Error inputs: the rules of docs/quantization.md ("Rules common to every op"), worded as
+# libreyolo/quant/validation.py words them. One defect per input, on a valid (4, 6) float32 x.
+RULE_DTYPE = "docs/quantization.md rule 1: float32, float16 or bfloat16 tensors, else TypeError"
+RULE_SCALE = ("docs/quantization.md rules 7 and 13: a user-given scale is a float32 tensor of "
+              "exactly the stated shape on the input's device, finite and non-negative")
+RULE_RANK = "docs/quantization.md, the op's signature: the rank the op is defined on"
+RULE_ARGS = "docs/quantization.md, the op's signature: the parameter's type and range"
+X = tensor()
+NAN, INF = float("nan"), float("inf")
+
+
+def _bad_float_input(name: str, *rest, **kwargs) -> list:
+    """The quantized argument as an integer, complex or float64 tensor (rule 1)."""
+    return [error_input(f"{str(dtype).removeprefix('torch.')}-{name}", TypeError, name,
+                        RULE_DTYPE, tensor(dtype=dtype), *rest, **kwargs)
+            for dtype in (torch.int32, torch.complex64, torch.float64)]
+
+
+def _bad_scales(arg: str, shape: tuple, call, label: str | None = None) -> list:
+    """A user-given scale of `shape` broken once per rule-13 clause; `call(scale)` places it in
+    the op's arguments, `label` names it (default: `arg`). The bad element is the last one, so
+    checking the first is not enough."""
+    n = max(len(shape) and shape[0], 1)
+
+    def last(value):
+        return tensor(shape, values=[0.5] * (n - 1) + [value])
+
+    wrong_shape = (n + 1,) if shape else (1,)
+    cases = [("negative", ValueError, last(-0.5)), ("nan", ValueError, last(NAN)),
+             ("infinite", ValueError, last(INF)),
+             ("wrong-shape", ValueError, tensor(wrong_shape, values=[0.5] * wrong_shape[0])),
+             ("float16", TypeError, tensor(shape, torch.float16, values=[0.5] * n)),
+             ("on-another-device", ValueError, tensor(shape, values=[0.5] * n, on="other")),
+             ("python-float", TypeError, 0.5)]
+    return [error_input(f"{what}-{label or arg}", error, arg, RULE_SCALE, *args, **kwargs)
+            for what, error, value in cases for args, kwargs in [call(value)]]
+
+
+def _weight_rank(name: str, *rest) -> list:
+    return [error_input(f"{len(shape)}-d-{name}", ValueError, name, RULE_RANK,
+                        tensor(shape), *rest) for shape in ((24,), (2, 3, 4))]
+
+
+INT8_PER_CHANNEL_ERRORS = (
+    *_bad_float_input("x", tensor((4,), values=[0.5] * 4)),
+    *_bad_scales("scale", (4,), lambda s: ((X, s, 0), {})),
+    error_input("0-d-x", ValueError, "x", RULE_RANK, tensor(()), tensor((1,), values=[0.5])),
+    error_input("axis-out-of-range", ValueError, "axis", RULE_ARGS, X,
+                tensor((4,), values=[0.5] * 4), 2),
+    error_input("float-axis", TypeError, "axis", RULE_ARGS, X, tensor((4,), values=[0.5] * 4),
+                0.0),
+)
+INT8_AFFINE_ERRORS = (
+    *_bad_float_input("x", tensor((), values=0.5), 0),
+    *_bad_scales("scale", (), lambda s: ((X, s, 0), {})),
+    error_input("zero-point-128", ValueError, "zero_point", RULE_ARGS, X,
+                tensor((), values=0.5), 128),
+    error_input("float-zero-point", TypeError, "zero_point", RULE_ARGS, X,
+                tensor((), values=0.5), 1.5),
+)
+FP8_ERRORS = (
+    *_bad_float_input("x"),
+    *_bad_scales("scale", (), lambda s: ((X, s), {})),
+    *_bad_scales("scale", (4,), lambda s: ((X, s), {"axis": 0}), label="channel-scale"),
+    error_input("unknown-format", ValueError, "fmt", RULE_ARGS, X, fmt="e3m4"),
+    error_input("axis-without-scale", ValueError, "axis", RULE_SCALE, X, axis=0),
+    error_input("1-d-scale-without-axis", ValueError, "scale", RULE_SCALE, X,
+                tensor((4,), values=[0.5] * 4)),
+    error_input("axis-out-of-range", ValueError, "axis", RULE_ARGS, X,
+                tensor((4,), values=[0.5] * 4), axis=2),
+)
+INT_GROUPED_ERRORS = (
+    *_bad_float_input("w", 4, 2),
+    *_weight_rank("w", 4, 2),
+    error_input("3-bits", ValueError, "bits", RULE_ARGS, X, 3, 2),
+    error_input("float-bits", TypeError, "bits", RULE_ARGS, X, 4.0, 2),
+    error_input("zero-group-size", ValueError, "group_size", RULE_ARGS, X, 4, 0),
+    error_input("bool-group-size", TypeError, "group_size", RULE_ARGS, X, 4, True),
+)
+NVFP4_WEIGHT_ERRORS = (
+    *_bad_float_input("w"),
+    *_weight_rank("w"),
+    *_bad_scales("global_amax", (), lambda s: ((X, s), {})),
+)
+DYNAMIC_ERRORS = (
+    *_bad_float_input("x"),
+    error_input("0-d-x", ValueError, "x", RULE_RANK, tensor(())),
+)
+WEIGHT_ERRORS = (*_bad_float_input("w"), *_weight_rank("w"))
+
+
+def _applied(op: str, *, axis=None, block=None, zero_point: bool = False):
+    """The scales (as the reference's quantizer computes them) that applied at output `index`:
+    `axis(inputs)` picks a per-channel scale, `block(inputs)` the block or group size along the
+    last dim; a 0-dim scale applies everywhere; `zero_point`: also the third argument."""
+
+    def applied(inputs: Inputs, index: tuple) -> dict:
+        from libreyolo.quant import quantizers
+
+        x = inputs.args[0]
+        scales = getattr(quantizers, op.removeprefix("fake_quant_"))(
+            *(a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args),
+            **inputs.kwargs).scales
+        found = {}
+        for name, s in scales.items():
+            s = s.detach().cpu()
+            if s.dim() == 0:
+                found[name] = s
+            elif axis is not None and axis(inputs) is not None and s.dim() == 1:
+                found[name] = s[index[axis(inputs) % x.dim()]]
+            else:  # one scale per row (of the leading dims) and block of the last dim
+                rows = s.reshape(math.prod(x.shape[:-1]), -1)
+                row = sum(i * math.prod(x.shape[d + 1:-1]) for d, i in enumerate(index[:-1]))
+                found[f"{name} (row {row}, block {index[-1] // block(inputs)})" if
+                      rows.shape[1] > 1 else f"{name} (row {row})"] = \
+                    rows[row, index[-1] // block(inputs) if rows.shape[1] > 1 else 0]
+        if zero_point:
+            found["zero_point"] = int(inputs.args[2])
+        return found
+
+    return applied
+
+
+def _third_arg(default):
+    return lambda inputs: inputs.args[2] if len(inputs.args) > 2 else default
+
+
+APPLIED = {
+    "fake_quant_int8_per_channel": _applied("fake_quant_int8_per_channel", axis=_third_arg(0)),
+    "fake_quant_int8_affine": _applied("fake_quant_int8_affine", zero_point=True),
+    "fake_quant_fp8": _applied("fake_quant_fp8", axis=lambda inputs: inputs.kwargs.get("axis"),
+                               block=lambda inputs: inputs.args[0].shape[-1]),
+    "fake_quant_int_grouped": _applied("fake_quant_int_grouped", block=_third_arg(None)),
+    **{op: _applied(op, block=lambda inputs, size=size: size) for op, size in (
+        ("fake_quant_nvfp4_weight", 16), ("fake_quant_nvfp4_dynamic", 16),
+        ("fake_quant_mxfp4_weight", 32), ("fake_quant_mxfp4_dynamic", 32),
+        ("fake_quant_mxfp8_weight", 32), ("fake_quant_mxfp8_dynamic", 32))},
+}
+
+
+def _spec(name, signature, make_inputs, strategy, error_inputs):
     return SlotSpec(
         name=name,
         family="fake_quant",
@@ -106,6 +255,8 @@ def _spec(name, signature, make_inputs, strategy):
         strategy=strategy,
         ste_mask=ste_mask(name),
         expects=EXPECTS,
+        error_inputs=error_inputs,
+        applied=APPLIED[name],
     )
 
 
@@ -141,18 +292,27 @@ def _plain(min_dims, max_dims=4, **fixed):
 
 SLOTS = [
     _spec("fake_quant_int8_per_channel", "(x, scale, axis=0)", _int8_per_channel,
-          lambda: _with_axis(layouts_st.shapes(min_dims=1))),
+          lambda: _with_axis(layouts_st.shapes(min_dims=1)), INT8_PER_CHANNEL_ERRORS),
     _spec("fake_quant_int8_affine", "(x, scale, zero_point)", _int8_affine,
           lambda: st.builds(lambda s, zp: _case({"shape": list(s), "zero_point": zp}),
-                            layouts_st.shapes(min_dims=0), st.integers(-128, 127))),
-    _spec("fake_quant_fp8", '(x, scale=None, *, fmt="e4m3", axis=None)', _fp8, _fp8_strategy),
-    _spec("fake_quant_int_grouped", "(w, bits, group_size)", _int_grouped, _grouped_strategy),
+                            layouts_st.shapes(min_dims=0), st.integers(-128, 127)),
+          INT8_AFFINE_ERRORS),
+    _spec("fake_quant_fp8", '(x, scale=None, *, fmt="e4m3", axis=None)', _fp8, _fp8_strategy,
+          FP8_ERRORS),
+    _spec("fake_quant_int_grouped", "(w, bits, group_size)", _int_grouped, _grouped_strategy,
+          INT_GROUPED_ERRORS),
     _spec("fake_quant_nvfp4_weight", "(w, global_amax=None)", _nvfp4_weight,
           lambda: st.builds(lambda s, g: _case({"shape": list(s), "global_amax": g}),
-                            layouts_st.shapes(min_dims=2, max_dims=2), st.booleans())),
-    _spec("fake_quant_nvfp4_dynamic", "(x)", partial(_blocked, E2M1, 16, -1), _plain(1)),
-    _spec("fake_quant_mxfp4_weight", "(w)", partial(_blocked, E2M1, 32, 1), _plain(2, 2)),
-    _spec("fake_quant_mxfp4_dynamic", "(x)", partial(_blocked, E2M1, 32, -1), _plain(1)),
-    _spec("fake_quant_mxfp8_weight", "(w)", partial(_blocked, E4M3, 32, 1), _plain(2, 2)),
-    _spec("fake_quant_mxfp8_dynamic", "(x)", partial(_blocked, E4M3, 32, -1), _plain(1)),
+                            layouts_st.shapes(min_dims=2, max_dims=2), st.booleans()),
+          NVFP4_WEIGHT_ERRORS),
+    _spec("fake_quant_nvfp4_dynamic", "(x)", partial(_blocked, E2M1, 16, -1), _plain(1),
+          DYNAMIC_ERRORS),
+    _spec("fake_quant_mxfp4_weight", "(w)", partial(_blocked, E2M1, 32, 1), _plain(2, 2),
+          WEIGHT_ERRORS),
+    _spec("fake_quant_mxfp4_dynamic", "(x)", partial(_blocked, E2M1, 32, -1), _plain(1),
+          DYNAMIC_ERRORS),
+    _spec("fake_quant_mxfp8_weight", "(w)", partial(_blocked, E4M3, 32, 1), _plain(2, 2),
+          WEIGHT_ERRORS),
+    _spec("fake_quant_mxfp8_dynamic", "(x)", partial(_blocked, E4M3, 32, -1), _plain(1),
+          DYNAMIC_ERRORS),
 ]

@@ -7,6 +7,8 @@ The case's dtype is the output dtype; there is no gradient.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
@@ -19,6 +21,8 @@ from conformance.catalogue.spec import (
     Contract,
     Inputs,
     SlotSpec,
+    error_input,
+    tensor,
 )
 from conformance.layouts import apply_layout
 from conformance.numerics import E2M1, E4M3, INT_BITS
@@ -85,20 +89,116 @@ def _grouped_strategy():
         layouts_st.group_sizes())
 
 
-def _spec(name, signature, make_inputs, shapes, strategy):
+# Error inputs: docs/checkpoint_format.md ("unpack ... raise TypeError/ValueError naming the
+# argument"), worded as libreyolo/quant/packing.py words them. A valid call unpacks 4 rows of 6
+# features: codes (4, 3) uint8 (two 4-bit codes a byte), one scale per group or block.
+RULE = "docs/checkpoint_format.md: the packed tensors' dtypes and shapes, the output dtype"
+CODES = tensor((4, 3), torch.uint8, values=list(range(12)))
+
+
+def _ones(shape, dtype=torch.float32):
+    return tensor(shape, dtype, values=[1.0] * math.prod(shape))
+
+
+def _bad(name, error, match, *args, **kwargs):
+    return error_input(name, error, match, RULE, *args, **kwargs)
+
+
+INT_GROUPED_ERRORS = (  # bits 4, group_size 4: scale (4, 2)
+    _bad("int8-codes", TypeError, "codes", tensor((4, 3), torch.int8), _ones((4, 2)), 4, 4, 6),
+    _bad("1-d-codes", ValueError, "codes", tensor((12,), torch.uint8, values=list(range(12))),
+         _ones((4, 2)), 4, 4, 6),
+    _bad("short-codes", ValueError, "codes", tensor((4, 2), torch.uint8, values=[1] * 8),
+         _ones((4, 2)), 4, 4, 6),
+    _bad("wrong-shape-scale", ValueError, "scale", CODES, _ones((4, 3)), 4, 4, 6),
+    _bad("float16-scale", TypeError, "scale", CODES, _ones((4, 2), torch.float16), 4, 4, 6),
+    _bad("3-bits", ValueError, "bits", CODES, _ones((4, 2)), 3, 4, 6),
+    _bad("zero-group-size", ValueError, "group_size", CODES, _ones((4, 2)), 4, 0, 6),
+    _bad("negative-in-features", ValueError, "in_features", CODES, _ones((4, 2)), 4, 4, -1),
+    _bad("float64-output", TypeError, "dtype", CODES, _ones((4, 2)), 4, 4, 6,
+         dtype=torch.float64),
+)
+E4M3 = torch.float8_e4m3fn
+NVFP4_ERRORS = (  # blocks of 16: block_scale (4, 1) E4M3, tensor_scale 0-dim float32
+    _bad("int8-codes", TypeError, "codes", tensor((4, 3), torch.int8), _ones((4, 1), E4M3),
+         _ones(()), 6),
+    _bad("float32-block-scale", TypeError, "block_scale", CODES, _ones((4, 1)), _ones(()), 6),
+    _bad("wrong-shape-block-scale", ValueError, "block_scale", CODES, _ones((4, 2), E4M3),
+         _ones(()), 6),
+    _bad("1-d-tensor-scale", ValueError, "tensor_scale", CODES, _ones((4, 1), E4M3),
+         _ones((1,)), 6),
+    _bad("float-in-features", TypeError, "in_features", CODES, _ones((4, 1), E4M3),
+         _ones(()), 6.0),
+    _bad("int32-output", TypeError, "dtype", CODES, _ones((4, 1), E4M3), _ones(()), 6,
+         dtype=torch.int32),
+)
+MXFP4_ERRORS = (  # blocks of 32: scale (4, 1) uint8 E8M0 codes
+    _bad("3-d-codes", ValueError, "codes", tensor((4, 3, 1), torch.uint8, values=[1] * 12),
+         _ones((4, 1), torch.uint8), 6),
+    _bad("float32-scale", TypeError, "scale", CODES, _ones((4, 1)), 6),
+    _bad("wrong-shape-scale", ValueError, "scale", CODES, _ones((4, 2), torch.uint8), 6),
+    _bad("negative-in-features", ValueError, "in_features", CODES, _ones((4, 1), torch.uint8),
+         -1),
+    _bad("float64-output", TypeError, "dtype", CODES, _ones((4, 1), torch.uint8), 6,
+         dtype=torch.float64),
+)
+
+E4M3_CODES = tensor((4, 3), E4M3, values=[1.0] * 12)
+MXFP8_ERRORS = (  # blocks of 32: codes E4M3 (4, 3), scale (4, 1) uint8 E8M0 codes
+    _bad("uint8-codes", TypeError, "codes", CODES, _ones((4, 1), torch.uint8)),
+    _bad("1-d-codes", ValueError, "codes", tensor((12,), E4M3, values=[1.0] * 12),
+         _ones((4, 1), torch.uint8)),
+    _bad("float32-scale", TypeError, "scale", E4M3_CODES, _ones((4, 1))),
+    _bad("wrong-shape-scale", ValueError, "scale", E4M3_CODES, _ones((4, 2), torch.uint8)),
+    _bad("float64-output", TypeError, "dtype", E4M3_CODES, _ones((4, 1), torch.uint8),
+         dtype=torch.float64),
+)
+
+
+def _applied(per_byte: int, scales: dict):
+    """What produced output element (row, col): its code byte and its scales; `scales` maps an
+    argument position to (name, columns per scale), columns None for a 0-dim scale."""
+
+    def applied(inputs: Inputs, index: tuple) -> dict:
+        row, col = index
+        found = {"code byte": inputs.args[0][row, col // per_byte(inputs)]}
+        for position, (name, columns) in scales.items():
+            scale = inputs.args[position]
+            found[name] = scale if columns is None else scale[row, col // columns(inputs)]
+        return found
+
+    return applied
+
+
+def _fixed(n):
+    return lambda inputs: n
+
+
+APPLIED = {
+    "unpack_int_grouped": _applied(lambda inputs: 8 // inputs.args[2],
+                                   {1: ("scale", lambda inputs: inputs.args[3])}),
+    "unpack_nvfp4": _applied(_fixed(2), {1: ("block_scale", _fixed(16)),
+                                         2: ("tensor_scale", None)}),
+    "unpack_mxfp4": _applied(_fixed(2), {1: ("scale (E8M0 code)", _fixed(32))}),
+    "unpack_mxfp8": _applied(_fixed(1), {1: ("scale (E8M0 code)", _fixed(32))}),
+}
+
+
+def _spec(name, signature, make_inputs, shapes, strategy, error_inputs):
     return SlotSpec(name=name, family="packing", signature=signature,
                     reference=f"libreyolo.quant.packing:{name}", contract=EXACT, shapes=shapes,
                     make_inputs=make_inputs, strategy=strategy, dtypes=FLOAT_DTYPES,
-                    expects={"triton": TRITON_EXPECTATION})
+                    expects={"triton": TRITON_EXPECTATION}, error_inputs=error_inputs,
+                    applied=APPLIED[name])
 
 
 SLOTS = [
     _spec("unpack_int_grouped", "(codes, scale, bits, group_size, in_features, dtype=float32)",
-          _int_grouped, "unpack_int_grouped.toml", _grouped_strategy),
+          _int_grouped, "unpack_int_grouped.toml", _grouped_strategy, INT_GROUPED_ERRORS),
     _spec("unpack_nvfp4", "(codes, block_scale, tensor_scale, in_features, dtype=float32)",
-          _nvfp4, "unpack_nvfp4.toml", _weights()),
+          _nvfp4, "unpack_nvfp4.toml", _weights(), NVFP4_ERRORS),
     _spec("unpack_mxfp4", "(codes, scale, in_features, dtype=float32)", _mxfp4,
-          "unpack_mxfp4.toml", _weights()),
+          "unpack_mxfp4.toml", _weights(), MXFP4_ERRORS),
     _spec("unpack_mxfp8", "(codes, scale, dtype=float32)", _mxfp8, "unpack_mxfp8.toml",
-          _weights()),
+          _weights(), MXFP8_ERRORS),
 ]

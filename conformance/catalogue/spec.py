@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,6 +109,52 @@ def _move(value, device):
 
 
 @dataclass(frozen=True)
+class ErrorInput:
+    """An input every implementation of a slot must refuse, in the spirit of PyTorch OpInfo's
+    error inputs: it raises `error` with `match` (the argument's name) in its message, or declines
+    the input so that the next implementation (at last the reference or portable path) raises it.
+    Returning numbers fails. `build(device, other)` makes the input on `device`, `other` being a
+    device that is not it; `rule` cites where the rule is written."""
+
+    name: str
+    build: Callable[[str, str], Inputs]
+    error: type[Exception]
+    match: str
+    rule: str
+    #: implementation -> the issue that makes it refuse this input (a strict expected failure
+    #: until then: fixing it without removing the entry fails the run)
+    failing: Mapping[str, str] = field(default_factory=dict)
+
+
+def error_input(name: str, error: type[Exception], match: str, rule: str, *args,
+                **kwargs) -> ErrorInput:
+    """An ErrorInput from the call's arguments; a callable argument is a maker `(device, other)
+    -> value` (see `tensor`), anything else is passed as it is."""
+
+    def build(device: str, other: str) -> Inputs:
+        def value(a):
+            return a(device, other) if callable(a) else a
+
+        return Inputs(tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()},
+                      grad_args=())
+
+    return ErrorInput(name, build, error, match, rule)
+
+
+def tensor(shape=(4, 6), dtype: torch.dtype = torch.float32, *, values=None,
+           on: str = "same") -> Callable[[str, str], torch.Tensor]:
+    """A maker of a small tensor for error inputs: `values` (row-major) or a ramp over [-2, 2],
+    of `dtype`, on the cell's device (`on="other"`: on another one)."""
+
+    def make(device: str, other: str) -> torch.Tensor:
+        n = math.prod(shape)
+        ramp = torch.linspace(-2.0, 2.0, n) if values is None else torch.tensor(values).double()
+        return ramp.reshape(shape).to(dtype).to(other if on == "other" else device)
+
+    return make
+
+
+@dataclass(frozen=True)
 class SlotSpec:
     """One slot as the suite sees it; see docs/conformance.md, "Adding a slot"."""
 
@@ -124,6 +171,10 @@ class SlotSpec:
     dtypes: tuple = FLOAT_DTYPES
     layouts: tuple = LAYOUTS
     expects: Mapping[str, Expectation] = field(default_factory=dict)
+    error_inputs: tuple[ErrorInput, ...] = ()
+    #: (inputs, output index) -> the parameters that applied at that output element (its scale,
+    #: zero point, block scale, code byte...), for mismatch messages
+    applied: Callable[[Inputs, tuple], dict] | None = None
 
     def __post_init__(self):
         if self.contract.ste and self.ste_mask is None:

@@ -45,11 +45,14 @@ def breaks(slot: str, accepts=None):
     return mark
 
 
-def load_controls() -> list[Control]:
+def load_controls(attribute: str = "CONTROLS") -> list[Control]:
+    """Every module's `attribute` list: `CONTROLS` are judged by the matrix cells under the run's
+    profile; other lists by the test that names them (`ERROR_CONTROLS`: the error cells,
+    `VALIDATE_CONTROLS`: the matrix under the `validate` profile)."""
     controls = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        for name, fn, check in getattr(module, "CONTROLS", ()):
+        for name, fn, check in getattr(module, attribute, ()):
             check_name, _, why = check.partition(":")
             controls.append(Control(getattr(fn, "slot", info.name), f"negative-{name}", fn,
                                     check_name.strip(), why.strip()))

@@ -1,5 +1,6 @@
 """An out-of-tree backend: importing it registers its implementations (`-p` loads it in pytest)."""
 
-from libreyolo_example_backend.int8_affine import register_all
+from libreyolo_example_backend import int8_affine, int8_per_channel
 
-register_all()
+int8_affine.register_all()
+int8_per_channel.register_all()

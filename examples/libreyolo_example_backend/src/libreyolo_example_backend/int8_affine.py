@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 
 from libreyolo.kernels import register
+from libreyolo_example_backend.checks import check_scale, check_x
+from libreyolo_example_backend.ste import fake_quantized
 
 SLOT = "fake_quant_int8_affine"
 QMIN, QMAX = -128, 127
@@ -24,42 +26,24 @@ def round_half_away(y: torch.Tensor) -> torch.Tensor:
     return torch.sign(y) * torch.floor(y.abs() + 0.5)
 
 
-def _quantize(x: torch.Tensor, scale: torch.Tensor, zero_point: int, rounding):
-    x32 = x.float()
-    zero_scale = scale == 0
-    rounded = rounding(x32 / torch.where(zero_scale, 1.0, scale)) + zero_point
-    mask = (rounded >= QMIN) & (rounded <= QMAX) & torch.isfinite(x32) & ~zero_scale
-    codes = torch.clamp(rounded, QMIN, QMAX) - zero_point
-    values = torch.where(zero_scale, 0.0, codes * scale) + 0.0  # + 0.0 turns -0 into +0
-    nan = torch.tensor(float("nan"), dtype=x.dtype, device=x.device)
-    return torch.where(torch.isnan(x), nan, values.to(x.dtype)), mask
-
-
-class _FakeQuant(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, scale, zero_point, rounding):
-        out, mask = _quantize(x, scale, zero_point, rounding)
-        ctx.save_for_backward(mask)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return torch.where(mask, grad, 0.0), None, None, None
-
-
 def _implementation(rounding):
     def fake_quant_int8_affine(x, scale, zero_point):
-        return _FakeQuant.apply(x, scale, int(zero_point), rounding)
+        check_x(x)
+        check_scale(scale, (), x.device)
+        if isinstance(zero_point, bool) or not isinstance(zero_point, int):
+            raise TypeError(f"zero_point must be an int, got {type(zero_point).__name__}")
+        if not QMIN <= zero_point <= QMAX:
+            raise ValueError(f"zero_point must be in [{QMIN}, {QMAX}], got {zero_point}")
+        x32 = x.float()
+        rounded = rounding(x32 / torch.where(scale == 0, 1.0, scale)) + zero_point
+        return fake_quantized(x, rounded, scale, QMIN, QMAX, zero_point)
 
     return fake_quant_int8_affine
 
 
 def accepts(x, scale, zero_point):
-    """This backend takes floating-point tensors on CPU (declines anything else, with why)."""
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        return "x must be a floating-point tensor"
-    if x.device.type != "cpu":
+    """This backend takes tensors on CPU (declines anything else, with why)."""
+    if isinstance(x, torch.Tensor) and x.device.type != "cpu":
         return f"x is on {x.device}; this backend runs on CPU"
     return None
 
