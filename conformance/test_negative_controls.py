@@ -84,7 +84,7 @@ def _mismatch_fraction(control) -> float:
 @pytest.mark.parametrize("control", [c for c in CONTROLS
                                      if CATALOGUE[c.slot].contract.kind == "exact"],
                          ids=lambda c: c.name)
-def test_control_is_narrow(control):
+def test_control_is_narrow(control, whole_suite):
     """A control wrong almost everywhere proves nothing about a check's aim: on everyday
     inputs (float32, contiguous, no injected edge values) each gives a wrong value for under 1%
     of the elements (a raise counts as wrong everywhere; shapes and dtypes are the checks' job)."""

@@ -58,8 +58,6 @@ def _msda_strategy():
 # maybe_ms_deform_attn returns None) raises. A valid call: batch 1, levels (2, 3) and (1, 2)
 # (len_in 8), 2 heads of 4 channels, 5 queries, 3 points.
 MSDA_RULE = "docs/ms_deform_attn.md: the slot's layout; bad input raises naming the argument"
-#: The issue whose fix makes the in-tree Triton path refuse what it takes today.
-LINEAGE = "Deformable attention across the lineage"
 _MSDA_VALID = {"value": tensor((1, 8, 2, 4)),
                "spatial_shapes": tensor((2, 2), torch.int64, values=[2, 3, 1, 2]),
                "sampling_locations": tensor((1, 5, 2, 2, 3, 2)),
@@ -83,9 +81,9 @@ MSDA_ERRORS = (
                 spatial_shapes=tensor((2, 2), values=[2, 3, 1, 2])),
     _msda_error("spatial-shapes-of-three-columns", ValueError, "spatial_shapes",
                 spatial_shapes=tensor((2, 3), torch.int64, values=[2, 3, 1, 1, 2, 1])),
-    _msda_error("zero-height-level", ValueError, "spatial_shapes", {"triton": LINEAGE},
+    _msda_error("zero-height-level", ValueError, "spatial_shapes",
                 spatial_shapes=tensor((2, 2), torch.int64, values=[0, 3, 1, 2])),
-    _msda_error("len-in-not-the-levels-sum", ValueError, "len_in", {"triton": LINEAGE},
+    _msda_error("len-in-not-the-levels-sum", ValueError, "len_in",
                 value=tensor((1, 9, 2, 4))),
     _msda_error("sampling-locations-of-three-levels", ValueError, "sampling_locations",
                 sampling_locations=tensor((1, 5, 2, 3, 3, 2))),

@@ -20,6 +20,8 @@ from conformance.catalogue.spec import (
     Expectation,
     Inputs,
     SlotSpec,
+    error_input,
+    tensor,
 )
 from conformance.layouts import apply_layout
 from conformance.ms_deform_attn import parity
@@ -136,6 +138,36 @@ def _strategy():
     return st.sampled_from(LOCATIONS).flatmap(layouts)
 
 
+# Error inputs: the portable path's own checks (_validate_ragged), each naming the argument. A
+# valid call: batch 1, levels (2, 3) and (1, 2) as pairs (len_in 8), 2 heads of 4 channels, 5
+# queries, points per level [2, 1].
+RAGGED_RULE = ("docs/ms_deform_attn.md, \"Ragged layout\": the slot's layout; bad input raises "
+               "naming the argument")
+_RAGGED_VALID = {"value": tensor((1, 8, 2, 4)), "spatial_shapes": [[2, 3], [1, 2]],
+                 "sampling_locations": tensor((1, 5, 2, 3, 2)),
+                 "attention_weights": tensor((1, 5, 2, 3)), "points_per_level": [2, 1],
+                 "method": "bilinear"}
+
+
+def _ragged_error(name, error, match, **bad):
+    """The valid call with the arguments in `bad` replaced."""
+    return error_input(name, error, match, RAGGED_RULE, *{**_RAGGED_VALID, **bad}.values())
+
+
+RAGGED_ERRORS = (
+    _ragged_error("integer-value", TypeError, "value", value=tensor((1, 8, 2, 4), torch.int32)),
+    _ragged_error("len-in-not-the-levels-sum", ValueError, "len_in",
+                  value=tensor((1, 9, 2, 4))),
+    _ragged_error("unknown-method", ValueError, "method", method="nearest"),
+    _ragged_error("points-for-one-level-of-two", ValueError, "points_per_level",
+                  points_per_level=[3]),
+    _ragged_error("negative-points", ValueError, "points_per_level", points_per_level=[4, -1]),
+    _ragged_error("sampling-locations-of-four-points", ValueError, "sampling_locations",
+                  sampling_locations=tensor((1, 5, 2, 4, 2))),
+    _ragged_error("attention-weights-of-two-points", ValueError, "attention_weights",
+                  attention_weights=tensor((1, 5, 2, 2))),
+)
+
 SLOTS = [
     SlotSpec(
         name="ms_deform_attn_ragged",
@@ -153,5 +185,6 @@ SLOTS = [
         expects={"triton": TRITON_EXPECTATION,
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
                                   layouts=frozenset(LAYOUTS))},
+        error_inputs=RAGGED_ERRORS,
     ),
 ]
