@@ -130,6 +130,6 @@ def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
     assert worst == {"value": 0.75, "cell": "cuda float32 c1@contiguous"}
 
 
-def test_the_docs_records_table_is_generated_from_the_committed_records():
+def test_the_docs_records_table_is_generated_from_the_committed_records(whole_suite):
     table = generated_block(DOCS.read_text(), "records-table")
     assert table == records_table(), "regenerate: python -m conformance.render --records"

@@ -118,18 +118,18 @@ INT_GROUPED_ERRORS = (  # bits 4, group_size 4: scale (4, 2)
     _bad("float64-output", TypeError, "dtype", CODES, _ones((4, 2)), 4, 4, 6,
          dtype=torch.float64),
 )
-E4M3 = torch.float8_e4m3fn
+E4M3_DTYPE = torch.float8_e4m3fn
 NVFP4_ERRORS = (  # blocks of 16: block_scale (4, 1) E4M3, tensor_scale 0-dim float32
-    _bad("int8-codes", TypeError, "codes", tensor((4, 3), torch.int8), _ones((4, 1), E4M3),
-         _ones(()), 6),
+    _bad("int8-codes", TypeError, "codes", tensor((4, 3), torch.int8),
+         _ones((4, 1), E4M3_DTYPE), _ones(()), 6),
     _bad("float32-block-scale", TypeError, "block_scale", CODES, _ones((4, 1)), _ones(()), 6),
-    _bad("wrong-shape-block-scale", ValueError, "block_scale", CODES, _ones((4, 2), E4M3),
-         _ones(()), 6),
-    _bad("1-d-tensor-scale", ValueError, "tensor_scale", CODES, _ones((4, 1), E4M3),
+    _bad("wrong-shape-block-scale", ValueError, "block_scale", CODES,
+         _ones((4, 2), E4M3_DTYPE), _ones(()), 6),
+    _bad("1-d-tensor-scale", ValueError, "tensor_scale", CODES, _ones((4, 1), E4M3_DTYPE),
          _ones((1,)), 6),
-    _bad("float-in-features", TypeError, "in_features", CODES, _ones((4, 1), E4M3),
+    _bad("float-in-features", TypeError, "in_features", CODES, _ones((4, 1), E4M3_DTYPE),
          _ones(()), 6.0),
-    _bad("int32-output", TypeError, "dtype", CODES, _ones((4, 1), E4M3), _ones(()), 6,
+    _bad("int32-output", TypeError, "dtype", CODES, _ones((4, 1), E4M3_DTYPE), _ones(()), 6,
          dtype=torch.int32),
 )
 MXFP4_ERRORS = (  # blocks of 32: scale (4, 1) uint8 E8M0 codes
@@ -143,10 +143,10 @@ MXFP4_ERRORS = (  # blocks of 32: scale (4, 1) uint8 E8M0 codes
          dtype=torch.float64),
 )
 
-E4M3_CODES = tensor((4, 3), E4M3, values=[1.0] * 12)
+E4M3_CODES = tensor((4, 3), E4M3_DTYPE, values=[1.0] * 12)
 MXFP8_ERRORS = (  # blocks of 32: codes E4M3 (4, 3), scale (4, 1) uint8 E8M0 codes
     _bad("uint8-codes", TypeError, "codes", CODES, _ones((4, 1), torch.uint8)),
-    _bad("1-d-codes", ValueError, "codes", tensor((12,), E4M3, values=[1.0] * 12),
+    _bad("1-d-codes", ValueError, "codes", tensor((12,), E4M3_DTYPE, values=[1.0] * 12),
          _ones((4, 1), torch.uint8)),
     _bad("float32-scale", TypeError, "scale", E4M3_CODES, _ones((4, 1))),
     _bad("wrong-shape-scale", ValueError, "scale", E4M3_CODES, _ones((4, 2), torch.uint8)),
