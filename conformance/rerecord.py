@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     stale = stale_targets()
-    for target, problem in stale:
+    for _, problem in stale:
         print(f"stale: {problem}")
     if not stale:
         print("every in-tree implementation has a green record: nothing to re-record")
