@@ -18,7 +18,6 @@ from unpack_inputs import ERRORS, SLOTS, error_arguments, int_grouped_tables, mx
 from libreyolo.kernels import registered
 from libreyolo.kernels.quant.execute import unpack_provider
 from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, decline_reason
-from libreyolo.kernels.registry import awaiting_record
 from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import packing as reference
 
@@ -55,13 +54,13 @@ def test_without_triton_every_unpack_slot_is_registered_but_the_reference_runs()
         assert "triton_ready" in result["reasons"][slot]
 
 
-def test_every_unpack_slot_has_the_triton_implementation_with_its_sources_and_awaits_its_record():
+def test_every_unpack_slot_has_the_triton_implementation_with_its_sources():
+    """Whether each awaits its record is the gate's business (conformance/test_gate_records.py)."""
     assert set(PLANNERS) == set(SLOTS)
     for slot in SLOTS:
         (impl,) = [i for i in registered(slot) if i.name == "triton"]
         assert impl.sources == unpack_provider.SOURCES
         assert all(os.path.isfile(path) for path in impl.sources)
-        assert f"{slot}/triton" in awaiting_record()
 
 
 @pytest.mark.parametrize("error_id", ERRORS)
