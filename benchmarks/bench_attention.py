@@ -33,6 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
 from libreyolo.kernels.attention import families  # noqa: E402
 from libreyolo.kernels.attention.evidence import prepared  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402
@@ -44,35 +45,6 @@ SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected", "global_tokens")
 def autocast():
     # the autocast weight cache must be off for CUDA-graph capture
     return torch.autocast("cuda", dtype=torch.float16, cache_enabled=False)
-
-
-def time_ms(step, iters: int, warmup: int = 5) -> list[float]:
-    """Per-iteration times of ``step()`` in milliseconds, measured with CUDA events."""
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
-
-
-def time_graph_ms(step, iters: int, warmup: int = 3) -> list[float]:
-    """Per-replay times of ``step`` captured in a CUDA graph (warmed up on a side stream)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return time_ms(graph.replay, iters)
 
 
 def recorded_sdpa_calls(module, args, kwargs) -> list[dict]:
