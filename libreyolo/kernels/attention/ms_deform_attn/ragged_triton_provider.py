@@ -29,6 +29,8 @@ from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classi
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_launch import SOURCE as launcher_source
+from libreyolo.kernels.triton_launch import launch
 
 SLOT = "ms_deform_attn_ragged"
 #: Point counts and first-point indices travel to the kernels packed this many bits per level
@@ -169,7 +171,8 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
     out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
     if out.numel() == 0:
         return out
-    _kernels().ms_deform_attn_ragged_fwd_kernel[plan.fwd_grid](
+    launch(
+        _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid,
         value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes,
         **plan.constants, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
     return out
@@ -180,7 +183,8 @@ def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_w
     grad_locations = torch.zeros_like(sampling_locations)
     grad_weights = torch.zeros_like(attention_weights)
     if grad_out.numel() > 0:
-        _kernels().ms_deform_attn_ragged_bwd_kernel[plan.bwd_grid](
+        launch(
+            _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid,
             value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
             grad_locations, grad_weights, *plan.sizes, **plan.constants,
             num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
@@ -230,7 +234,8 @@ _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here):
 #: its own, and the classic kernels whose sampling helpers and limits it reuses.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
-                                         "triton_provider.py", "triton_kernels.py"))
+                                         "triton_provider.py", "triton_kernels.py")) + (
+    launcher_source,)
 
 register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
          accepts=accepts, sources=SOURCES)

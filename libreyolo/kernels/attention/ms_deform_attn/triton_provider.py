@@ -25,6 +25,8 @@ from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_launch import SOURCE as launcher_source
+from libreyolo.kernels.triton_launch import launch
 
 from .levels import device_shapes, remembered
 from .portable import validate_inputs
@@ -132,7 +134,8 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
     constants = plan.constants
     grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
             _cdiv(channels, constants["BLOCK_C"]))
-    _kernels().ms_deform_attn_fwd_kernel[grid](
+    launch(
+        _kernels().ms_deform_attn_fwd_kernel, grid,
         value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes, **constants,
         num_warps=NUM_WARPS)
     return out
@@ -144,7 +147,8 @@ def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_w
     grad_weights = torch.zeros_like(attention_weights)
     if grad_out.numel() > 0:
         grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
-        _kernels().ms_deform_attn_bwd_kernel[grid](
+        launch(
+            _kernels().ms_deform_attn_bwd_kernel, grid,
             value, plan.shapes, sampling_locations, attention_weights, grad_out,
             grad_value, grad_locations, grad_weights, *plan.sizes, **plan.constants,
             num_warps=NUM_WARPS)
@@ -193,7 +197,8 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
 
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here).
-SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py"))
+SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py")) + (
+    launcher_source,)
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
          accepts=accepts, sources=SOURCES)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import torch
 
+from ...triton_launch import launch
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
 from .plan import (
     GPU_TILE,
@@ -64,8 +65,8 @@ def amax_partials(
     iterations = next_power_of_2(cdiv(chunks, max_partials))
     n_partials = max(1, cdiv(chunks, iterations))
     partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
-    finite_amax_partials_kernel[(rows, n_partials)](
-        _as_loaded(x), partials, cols, n_partials,
+    launch(
+        finite_amax_partials_kernel, (rows, n_partials), _as_loaded(x), partials, cols, n_partials,
         IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
         num_warps=_warps(chunk),
     )
@@ -119,7 +120,8 @@ def quantize(
     n_partials = partials.shape[-1] if partials is not None else 1
     bits = _BITS[x.dtype]
     grid, block_scales = plan.grid, plan.block_scale_grid or _NO_BLOCK_SCALES
-    fake_quant_kernel[(t.programs,)](
+    launch(
+        fake_quant_kernel, (t.programs,),
         _as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
         plan.scale if plan.scale is not None else x,
         partials if partials is not None else x,

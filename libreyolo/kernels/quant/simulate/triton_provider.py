@@ -24,12 +24,14 @@ import torch
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 
 from .plan import MAX_UNIT, PLANNERS, AmaxFrom, Plan, ScaleSource
 
 NAME = "triton"
 _HERE = Path(__file__).resolve().parent
-SOURCES = tuple(str(_HERE / f) for f in ("kernels.py", "launch.py", "plan.py", Path(__file__).name))
+SOURCES = tuple(str(_HERE / f) for f in (
+    "kernels.py", "launch.py", "plan.py", Path(__file__).name)) + (launcher_source,)
 _MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
 
 
