@@ -22,8 +22,22 @@ def is_capturing() -> bool:
         is_exporting = getattr(compiler, "is_exporting", None)
         if is_exporting is not None and is_exporting():
             return True
-    onnx = getattr(torch, "onnx", None)
-    return bool(onnx is not None and onnx.is_in_onnx_export())
+    return _in_onnx_export()
+
+
+def _onnx_export_flag():
+    """``torch.onnx.is_in_onnx_export`` without its two imports per call (a few µs on every
+    kernel call, which all ask this): the two flags it reads, looked up once. A torch whose
+    exporter keeps them elsewhere gets the public function."""
+    try:
+        from torch.onnx._internal.exporter import _flags
+        from torch.onnx._internal.torchscript_exporter._globals import GLOBALS
+    except ImportError:
+        return torch.onnx.is_in_onnx_export
+    return lambda: bool(GLOBALS.in_onnx_export or _flags._is_onnx_exporting)
+
+
+_in_onnx_export = _onnx_export_flag()
 
 
 def capture_reason() -> str | None:

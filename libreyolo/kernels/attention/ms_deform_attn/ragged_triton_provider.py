@@ -25,6 +25,7 @@ import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
+from libreyolo.kernels.attention.ms_deform_attn import memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
 from libreyolo.kernels.prepared import Prepared
@@ -123,6 +124,19 @@ def prepare(value, spatial_shapes, sampling_locations, attention_weights, points
     """
     if (capturing := capture_reason()) is not None:
         return capturing
+    plan_key = memo.key((value, sampling_locations, attention_weights), spatial_shapes,
+                        points_per_level, method)
+    if (plan := memo.recall(plan_key)) is not None:
+        return plan
+    plan = _plan(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
+                 method)
+    memo.remember(plan_key, plan)
+    return plan
+
+
+def _plan(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
+          method) -> RaggedPlan | str:
+    """``prepare``'s answer, worked out (see :mod:`.memo` for when it is remembered)."""
     if (reason := _decline_tensors(value, sampling_locations, attention_weights)) is not None:
         return reason
     levels = _level_sizes(value, spatial_shapes, sampling_locations, attention_weights,

@@ -28,6 +28,7 @@ from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.kernels.triton_launch import launch
 
+from . import memo
 from .levels import device_shapes, remembered
 from .portable import validate_inputs
 
@@ -80,6 +81,16 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     """
     if (capturing := capture_reason()) is not None:
         return capturing
+    plan_key = memo.key((value, sampling_locations, attention_weights), spatial_shapes)
+    if (plan := memo.recall(plan_key)) is not None:
+        return plan
+    plan = _plan(value, spatial_shapes, sampling_locations, attention_weights)
+    memo.remember(plan_key, plan)
+    return plan
+
+
+def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
+    """``accepts``' answer, worked out (see :mod:`.memo` for when it is remembered)."""
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
         return ("spatial_shapes tensor not read before this CUDA graph capture (reading it "
