@@ -19,6 +19,7 @@ pre-run hook, or a Triton without the internals this relies on (the stack pins t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,27 +34,34 @@ def launch(kernel, grid: Sequence[int], *args, **kwargs) -> None:
     if caches is None or getattr(kernel, "pre_run_hooks", True) or not _cuda_args(args):
         kernel[grid](*args, **kwargs)
         return
-    from triton import knobs
-    from triton.runtime.driver import driver
-
-    hooks = knobs.runtime
-    if _hooked(hooks.launch_enter_hook) or _hooked(hooks.launch_exit_hook):
+    runtime, driver = _triton()
+    if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
         kernel[grid](*args, **kwargs)
         return
-    device = driver.active.get_current_device()
-    binder = caches[device][4]
-    bound, specialization, options = binder(*args, **kwargs)
+    active = driver.active
+    device = active.get_current_device()
+    bound, specialization, options = caches[device][4](*args, **kwargs)  # Triton's binder
     key = (device, tuple(specialization), tuple(options.items()))
-    compiled = _compiled(kernel).get(key)
+    kept = kernel.__dict__.setdefault("_libreyolo_compiled", {})
+    compiled = kept.get(key)
     if compiled is None:
         compiled = kernel[grid](*args, **kwargs)
         if all(hasattr(compiled, a) for a in _COMPILED_ATTRIBUTES):
-            _compiled(kernel)[key] = compiled
+            kept[key] = compiled
         return
     grid_y = grid[1] if len(grid) > 1 else 1
     grid_z = grid[2] if len(grid) > 2 else 1
-    compiled.run(grid[0], grid_y, grid_z, driver.active.get_current_stream(device),
+    compiled.run(grid[0], grid_y, grid_z, active.get_current_stream(device),
                  compiled.function, compiled.packed_metadata, None, None, None, *bound.values())
+
+
+@functools.cache
+def _triton():
+    """Triton's runtime knobs and driver, looked up once (an import per launch costs µs)."""
+    from triton import knobs
+    from triton.runtime.driver import driver
+
+    return knobs.runtime, driver
 
 
 def _cuda_args(args: tuple) -> bool:
@@ -67,14 +75,6 @@ def _cuda_args(args: tuple) -> bool:
 def _hooked(chain) -> bool:
     """A launch hook is registered (triton 3.6 keeps an always-present, usually empty chain)."""
     return chain is not None and bool(getattr(chain, "calls", True))
-
-
-def _compiled(kernel) -> dict:
-    """The compiled kernels this module launched, per kernel (kept on the kernel object)."""
-    cache = kernel.__dict__.get("_libreyolo_compiled")
-    if cache is None:
-        cache = kernel.__dict__["_libreyolo_compiled"] = {}
-    return cache
 
 
 #: Providers that launch through this module list it among their sources: which compiled kernel
