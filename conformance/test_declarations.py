@@ -20,7 +20,7 @@ import torch
 
 from conformance import cells, declarations, gate, matrix, plugin
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, run_cell
+from conformance.cells import run_cell
 from conformance.child import run_pytest
 from conformance.gate import Target
 from conformance.negative import load_controls
@@ -118,7 +118,8 @@ def test_the_simulated_capture_fails_only_host_reads(backend, graph_cells_on_cpu
 
 # A declaration narrows the cases, never the checks inside them.
 
-DECLARED_FP32 = next(c for c in load_controls() if c.name == "negative-declared_fp32_rounds_half_away")
+DECLARED_FP32 = next(c for c in load_controls()
+                     if c.name == "negative-declared_fp32_rounds_half_away")
 
 
 @pytest.fixture
@@ -208,7 +209,8 @@ def test_the_matrix_counts_declared_cells_apart_and_lists_each_declaration(backe
     assert counts == {"pass", matrix.DECLARED}
     line = matrix.count_line(cells_)
     passed = sum(c.state == "pass" for c in cells_)
-    assert line == f"{len(cells_)} cells: {passed} pass, {len(cells_) - passed} declared unsupported"
+    assert line == (f"{len(cells_)} cells: {passed} pass, {len(cells_) - passed} declared "
+                    "unsupported")
     listed = plugin.declared(cells_)
     entry = listed[f"{SLOT}/third-party"]
     assert entry["declared"]["dtypes"] == ["float32"] and entry["bar"] == "declaration"

@@ -51,7 +51,7 @@ def record_states() -> Callable[[Implementation], str | None]:
         record = records.load(impl.op, impl.name) if impl.origin == IN_TREE else None
         if record is None:
             return "none"
-        target = gate.Target(impl.op, impl.name, impl.sources)
+        target = gate.Target(impl.op, impl.name, impl.sources, impl.capabilities)
         digest = gate.current_digest(target)
         if record.get("source_digest") != digest:
             return "stale"
