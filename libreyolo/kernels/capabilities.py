@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -93,6 +93,10 @@ class Capabilities:
     dtypes: frozenset | None = None
     modes: frozenset | None = None
     layouts: frozenset | None = None
+    #: Worked out once for `decline`: the device types whose modes the declaration tells apart
+    #: (only there is a call's mode looked up), and whether layouts restrict anything.
+    _split_devices: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
+    _checks_layouts: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for argument in ("devices", "dtypes", "modes", "layouts"):
@@ -109,6 +113,11 @@ class Capabilities:
             if self.devices is not None and MODE_DEVICES[mode] not in self.devices:
                 raise ValueError(f"modes: {mode!r} runs on {MODE_DEVICES[mode]} tensors, which "
                                  f"the declared devices ({_names(self.devices)}) exclude")
+        if self.modes is not None:
+            object.__setattr__(self, "_split_devices", frozenset(
+                MODE_DEVICES[m] for m in MODES if m not in self.modes))
+        object.__setattr__(self, "_checks_layouts",
+                           self.layouts is not None and len(self.layouts) < len(LAYOUTS))
 
     def as_dict(self) -> dict:
         """Each dimension as a sorted list of names, or None (no restriction): JSON-ready."""
@@ -138,10 +147,12 @@ class Capabilities:
         """Why this call of slot ``op`` is outside the declaration (None: inside it). ``mode``
         defaults to the call's own: its first tensor's device, the interpreter setting and
         whether a CUDA graph is being captured."""
-        if self.devices is self.dtypes is self.modes is self.layouts is None:
+        if self.devices is None and self.dtypes is None and self.modes is None and \
+                not self._checks_layouts:
             return None
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+        if kwargs:
+            tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
         if not tensors:
             return None
         if self.devices is not None:
@@ -150,7 +161,9 @@ class Capabilities:
                     return (f"{DECLARED} (device {t.device.type} not in declared devices "
                             f"{_names(self.devices)})")
         if self.modes is not None:
-            mode = mode or self._call_mode(tensors[0].device.type)
+            device = tensors[0].device.type
+            if mode is None and device in self._split_devices:
+                mode = _call_mode(device)
             if mode is not None and mode not in self.modes:
                 return f"{DECLARED} (mode {mode} not in declared modes {_names(self.modes, MODES)})"
         if self.dtypes is not None:
@@ -158,7 +171,7 @@ class Capabilities:
             if dtype not in self.dtypes:
                 return (f"{DECLARED} (dtype {dtype_name(dtype)} not in declared dtypes "
                         f"{_names(self.dtypes)})")
-        if self.layouts is not None and len(self.layouts) < len(LAYOUTS):
+        if self._checks_layouts:
             for t in tensors:
                 layout = layout_of(t)
                 if layout not in self.layouts:
@@ -166,20 +179,22 @@ class Capabilities:
                             f"{_names(self.layouts, LAYOUTS)})")
         return None
 
-    def _call_mode(self, device: str) -> str | None:
-        """The call's mode, worked out only where the declaration tells its device's modes
-        apart (reading the capture state costs a call into CUDA)."""
-        if device == "cpu" and not {"cpu", "interpreter"} <= self.modes:
-            return "interpreter" if settings.interpreting() else "cpu"
-        if device == "cuda" and not {"cuda", "cuda-graph"} <= self.modes:
-            return "cuda-graph" if torch.cuda.is_current_stream_capturing() else "cuda"
-        return None
+
+def _call_mode(device: str) -> str:
+    """The mode of a call on CPU or CUDA tensors (reading the capture state costs a call into
+    CUDA: `decline` asks only where the declaration tells the device's modes apart)."""
+    if device == "cpu":
+        return "interpreter" if settings.interpreting() else "cpu"
+    return "cuda-graph" if torch.cuda.is_current_stream_capturing() else "cuda"
 
 
 def call_dtype(op: str, args: tuple, kwargs: dict, first: torch.Tensor) -> torch.dtype:
     """The dtype a call computes in: its ``dtype`` argument (the unpack slots' output dtype,
     the reference's default when the call leaves it out), else its first tensor's dtype."""
-    for value in (*args, *kwargs.values()):
+    for value in args:
+        if isinstance(value, torch.dtype):
+            return value
+    for value in kwargs.values():
         if isinstance(value, torch.dtype):
             return value
     default = _default_dtype(op)
