@@ -51,9 +51,6 @@ def make_inputs(spec: SlotSpec, plan: CellPlan) -> Inputs:
     return spec.make_inputs(plan.case, plan.dtype, plan.layout, gen)
 
 
-find_impl = declarations.implementation
-
-
 def decline_reason(op: str, name: str, inputs: Inputs) -> tuple[str | None, bool]:
     """Why the registry says `name`, asked for by name, would not run these inputs, and whether
     the environment (not the input) is the reason: an environment decline is never a failure
@@ -87,7 +84,7 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     """The cell's verdict; `inputs` (CPU) overrides the seeded ones, for replays."""
     cell = Cell(plan.slot, plan.impl, plan.mode, plan.dtype_name,
                 f"{plan.case.name}@{plan.layout}", plan.case.size, "pass")
-    impl = find_impl(spec.name, plan.impl)
+    impl = declarations.implementation(spec.name, plan.impl)
     declared = impl.capabilities if impl is not None else None
     if declared is not None and (outside := declared.mode_decline(plan.mode)):
         return _declared_outside(cell, spec, plan, impl, outside)
@@ -306,7 +303,7 @@ def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
                 origin="errors")
     device = "cuda" if plan.mode in GPU_MODES else "cpu"
     inputs = error.build(device, "cpu" if device == "cuda" else "meta")
-    impl = find_impl(spec.name, plan.impl)
+    impl = declarations.implementation(spec.name, plan.impl)
     declared = impl.capabilities
     if declared is not None and (outside := declared.mode_decline(plan.mode)):
         cell.state, cell.declined_by, cell.reason = "not-applicable", "declaration", outside
