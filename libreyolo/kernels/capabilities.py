@@ -36,10 +36,13 @@ MODE_DEVICES = {"cpu": "cpu", "interpreter": "cpu", "cuda": "cuda", "cuda-graph"
 DECLARED = "declared unsupported"
 
 
+def _ordered(values: frozenset, order: tuple = ()) -> list[str]:
+    """A declared set's names in a stable order: the dimension's own, else sorted."""
+    return [v for v in order if v in values] or sorted(map(dtype_name, values))
+
+
 def _names(values: frozenset, order: tuple = ()) -> str:
-    """A declared set in a stable order (the dimension's own order, else sorted), for messages."""
-    shown = [v for v in order if v in values] or sorted(map(dtype_name, values))
-    return ", ".join(map(dtype_name, shown))
+    return ", ".join(_ordered(values, order))
 
 
 def dtype_name(value) -> str:
@@ -59,7 +62,7 @@ def _checked_set(argument: str, values) -> frozenset | None:
     return checked
 
 
-def _checked_device(name) -> str:
+def _checked_device(name) -> None:
     if not isinstance(name, str):
         raise TypeError(f"devices: expected device type names (str), got {name!r}")
     try:
@@ -69,7 +72,6 @@ def _checked_device(name) -> str:
     if device is None or device.type != name or device.index is not None:
         raise ValueError(f"devices: {name!r} is not a torch device type (such as 'cpu', 'cuda', "
                          "'mps'; without an index)")
-    return name
 
 
 def _checked_names(argument: str, values: frozenset, known: tuple) -> None:
@@ -121,13 +123,10 @@ class Capabilities:
 
     def as_dict(self) -> dict:
         """Each dimension as a sorted list of names, or None (no restriction): JSON-ready."""
-        def listed(values, order=()):
-            if values is None:
-                return None
-            return [v for v in order if v in values] or sorted(map(dtype_name, values))
-
-        return {"devices": listed(self.devices), "dtypes": listed(self.dtypes),
-                "modes": listed(self.modes, MODES), "layouts": listed(self.layouts, LAYOUTS)}
+        orders = {"modes": MODES, "layouts": LAYOUTS}
+        return {name: None if (values := getattr(self, name)) is None
+                else _ordered(values, orders.get(name, ()))
+                for name in ("devices", "dtypes", "modes", "layouts")}
 
     def __str__(self) -> str:
         parts = [f"{name} {', '.join(values)}" for name, values in self.as_dict().items()
