@@ -241,7 +241,8 @@ def test_impl_runs_show_declared_cells_in_the_count_and_the_matrix_json(tmp_path
     (tmp_path / "fp32_backend.py").write_text(PLUGIN)
     matrix_path = tmp_path / "matrix.json"
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
-    result = run_pytest(request.config.rootpath, "conformance/test_matrix.py", "-q",
+    result = run_pytest(request.config.rootpath, "conformance/test_matrix.py",
+                        "conformance/test_layouts.py", "conformance/test_errors.py", "-q",
                         "-p", "fp32_backend", "--impl", "fp32-backend", "--slot", SLOT,
                         "--profile", "ci", "--matrix", str(matrix_path),
                         env={"PYTHONPATH": path})
@@ -249,6 +250,8 @@ def test_impl_runs_show_declared_cells_in_the_count_and_the_matrix_json(tmp_path
     data = json.loads(matrix_path.read_text())
     declared = [c for c in data["cells"] if c["declined_by"] == "declaration"]
     assert declared and {c["dtype"] for c in declared} == {"float16", "bfloat16"}
+    assert {c["origin"] for c in data["cells"]} == {"suite", "hypothesis", "errors"}
+    assert {c["state"] for c in data["cells"] if c not in declared} == {"pass"}
     assert data["meta"]["declarations"][f"{SLOT}/fp32-backend"]["declared"]["dtypes"] == [
         "float32"]
     passed = len(data["cells"]) - len(declared)
