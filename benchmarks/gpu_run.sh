@@ -5,7 +5,7 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests
-#     (default: all, in that order)
+#     declarations (default: all, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -27,7 +27,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests declarations)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -71,6 +71,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/kernels/quant/test_unpack_provider.py tests/attention/test_fused_conformance.py \
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
             tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py} ;;
+    declarations)
+        # issue 20 on a real capture: the registry declines a backend declaring no graph capture
+        # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
+        # cells declared unsupported, and the same function registered undeclared fails them
+        run declarations 300 python3 -m pytest -v -s -p no:cacheprovider \
+            tests/registry/test_capabilities.py conformance/test_declarations.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)

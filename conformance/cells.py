@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance import contracts
+from conformance import contracts, declarations
 from conformance.catalogue.spec import Case, ErrorInput, Inputs, SlotSpec
 from conformance.layouts import storage_snapshot
 from conformance.matrix import Cell
@@ -51,13 +51,6 @@ def make_inputs(spec: SlotSpec, plan: CellPlan) -> Inputs:
     return spec.make_inputs(plan.case, plan.dtype, plan.layout, gen)
 
 
-def find_impl(op: str, name: str):
-    """The registered implementation of `op` called `name` (None when there is none)."""
-    from libreyolo.kernels import registered
-
-    return next((impl for impl in registered(op) if impl.name == name), None)
-
-
 def decline_reason(op: str, name: str, inputs: Inputs) -> tuple[str | None, bool]:
     """Why the registry says `name`, asked for by name, would not run these inputs, and whether
     the environment (not the input) is the reason: an environment decline is never a failure
@@ -91,20 +84,28 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     """The cell's verdict; `inputs` (CPU) overrides the seeded ones, for replays."""
     cell = Cell(plan.slot, plan.impl, plan.mode, plan.dtype_name,
                 f"{plan.case.name}@{plan.layout}", plan.case.size, "pass")
+    impl = declarations.implementation(spec.name, plan.impl)
+    declared = impl.capabilities if impl is not None else None
+    if declared is not None and (outside := declared.mode_decline(plan.mode)):
+        return _declared_outside(cell, spec, plan, impl, outside)
     device = "cuda" if plan.mode in GPU_MODES else "cpu"
     impl_inputs = (inputs if inputs is not None else make_inputs(spec, plan)).to(device)
+    if declared is not None and (outside := declared.decline(
+            spec.name, impl_inputs.args, impl_inputs.kwargs, mode=plan.mode)):
+        return _declared_outside(cell, spec, plan, impl, outside)
+    held = declarations.held_to(spec, plan.impl)
     try:
         reason, environment = decline_reason(spec.name, plan.impl, impl_inputs)
     except Exception as exc:  # noqa: BLE001 - a crashing accepts() is the implementation's bug
         return _crashed(cell, exc)
     if reason is not None:
-        covered = not environment and spec.expectation(plan.impl).covers(
-            plan.mode, plan.dtype, plan.layout)
+        covered = not environment and held.covers(plan.mode, plan.dtype, plan.layout)
         cell.state, cell.reason = ("fail" if covered else "not-applicable"), reason
         cell.failed_checks = ["accepts"] if covered else []
+        cell.declined_by = None if covered else "environment" if environment else "input"
         return cell
-    if plan.mode not in spec.expectation(plan.impl).modes:
-        cell.state = "not-applicable"
+    if plan.mode not in held.modes:
+        cell.state, cell.declined_by = "not-applicable", "catalogue"
         cell.reason = f"the catalogue does not hold {plan.impl} to mode {plan.mode}"
         return cell
     verdict = contracts.Verdict()
@@ -114,7 +115,7 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
               ] if differentiable else []
     start = time.perf_counter()
     try:
-        out = _call(find_impl(spec.name, plan.impl).fn, impl_inputs, plan.mode)
+        out = _call(impl.fn, impl_inputs, plan.mode)
         if device == "cuda":
             torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - any exception on a valid input is a crash
@@ -133,6 +134,19 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
     if verdict.failed:
         cell.state, cell.reason = "fail", "; ".join(verdict.messages)
+    return cell
+
+
+def _declared_outside(cell: Cell, spec: SlotSpec, plan: CellPlan, impl, outside: str) -> Cell:
+    """A cell outside the implementation's declaration: not applicable, unless the catalogue
+    holds an in-tree implementation to it (its declaration cannot take a case away)."""
+    if not declarations.binds(impl) and spec.expectation(plan.impl).covers(
+            plan.mode, plan.dtype, plan.layout):
+        cell.state, cell.failed_checks = "fail", ["declared"]
+        cell.reason = (f"declared: the catalogue holds in-tree {plan.impl} to this case, which "
+                       f"its declaration leaves out: {outside}")
+    else:
+        cell.state, cell.declined_by, cell.reason = "not-applicable", "declaration", outside
     return cell
 
 
@@ -289,16 +303,24 @@ def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
                 origin="errors")
     device = "cuda" if plan.mode in GPU_MODES else "cpu"
     inputs = error.build(device, "cpu" if device == "cuda" else "meta")
+    impl = declarations.implementation(spec.name, plan.impl)
+    declared = impl.capabilities
+    if declared is not None and (outside := declared.mode_decline(plan.mode)):
+        cell.state, cell.declined_by, cell.reason = "not-applicable", "declaration", outside
+        return cell
     environment = decline_reason(spec.name, plan.impl, Inputs(()))[0]
-    if environment is not None or plan.mode not in spec.expectation(plan.impl).modes:
+    if environment is not None or plan.mode not in declarations.held_to(spec, plan.impl).modes:
         cell.state = "not-applicable"
+        cell.declined_by = "environment" if environment else "catalogue"
         cell.reason = environment or f"the catalogue does not hold {plan.impl} to mode {plan.mode}"
         return cell
     wanted = (f"expected {error.error.__name__} naming {error.match!r}, or a decline "
               f"({error.rule})")
-    impl = find_impl(spec.name, plan.impl)
-    try:
-        declined = impl.accepts(*inputs.args, **inputs.kwargs) if impl.accepts else None
+    try:  # as the registry does: the declaration declines first, then accepts()
+        declined = declared.decline(spec.name, inputs.args, inputs.kwargs, mode=plan.mode) \
+            if declared is not None else None
+        if declined is None and impl.accepts is not None:
+            declined = impl.accepts(*inputs.args, **inputs.kwargs)
         if declined is None:
             out = impl.fn(*inputs.args, **inputs.kwargs)
             return _refusal_failed(cell, f"returned {_described(out)} for input "

@@ -41,6 +41,7 @@ class Target:
     slot: str
     impl: str
     sources: tuple
+    capabilities: object = None  # its declaration (libreyolo.kernels.Capabilities), if any
 
     @property
     def key(self) -> str:
@@ -142,7 +143,7 @@ def in_tree_targets() -> tuple[Target, ...]:
     from libreyolo.kernels import registered, slot_names
 
     import_package()
-    return tuple(Target(slot, impl.name, tuple(impl.sources))
+    return tuple(Target(slot, impl.name, tuple(impl.sources), impl.capabilities)
                  for slot in slot_names() for impl in registered(slot) if is_in_tree(impl))
 
 
@@ -156,6 +157,19 @@ def expected_cells(target: Target) -> set[str]:
                      slots=frozenset({target.slot}))
     keys = {f"{p.mode}|{p.dtype_name}|{p.case.name}@{p.layout}" for p in cell_plans(run)}
     return keys | {f"{mode}|any|hypothesis" for mode in GPU_MODES}
+
+
+def declaration_problem(target: Target) -> str | None:
+    """Why an in-tree declaration is not allowed (None: it is): the catalogue is the bar in
+    tree, so a declaration cannot leave out a case the catalogue holds the implementation to."""
+    expectation = CATALOGUE[target.slot].expectation(target.impl)
+    left_out = expectation.excluded_by(target.capabilities)
+    if not left_out:
+        return None
+    return (f"{target.key}: its declared capabilities ({target.capabilities}) leave out "
+            f"{'; '.join(left_out)}, which the catalogue holds it to: an in-tree implementation "
+            "cannot declare a case away (widen the declaration, or change the catalogue's "
+            "expects in conformance/catalogue/ and re-record)")
 
 
 # Each check: (target, record, current source digest) -> the problem, or None.
@@ -200,6 +214,17 @@ def _git(target, record, current):
         data = provenance.file_at(commit, path)
         if data is None or provenance.content_hash(path, data) != want:
             return f"at its commit {commit[:12]}, {path} is not the file the record hashed"
+    return None
+
+
+def _declared(target, record, current):
+    """A record states the declaration it was made under (records before it did not: absent)."""
+    if "capabilities" not in record:
+        return None
+    now = target.capabilities.as_dict() if target.capabilities is not None else None
+    if record["capabilities"] != now:
+        return (f"it was made under other declared capabilities ({record['capabilities']}, "
+                f"now {now})")
     return None
 
 
@@ -261,13 +286,16 @@ def _evidence(target, record, current):
     return None
 
 
-CHECKS: tuple[Callable, ...] = (_format, _own_digest, _stale, _git, _machine, _run, _cells,
-                                _verdicts, _evidence)
+CHECKS: tuple[Callable, ...] = (_format, _own_digest, _stale, _git, _declared, _machine, _run,
+                                _cells, _verdicts, _evidence)
 
 
 def record_problem(target: Target, record: dict | None, current: dict) -> str | None:
     """Why `record` does not make `target` green (None: it does). `current` is
     `provenance.source_digest` of today's sources."""
+    declaration = declaration_problem(target)
+    if declaration is not None:
+        return declaration  # re-recording cannot help: the declaration must change
     if record is None:
         problem = "no CUDA parity record"
     else:

@@ -9,6 +9,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STATES = ("pass", "fail", "not-applicable", "crash")
+#: What tables count: the states, with the not-applicable cells outside an implementation's own
+#: declaration (`declined_by == "declaration"`) apart from the others (environment, catalogue,
+#: an input outside what the implementation is held to).
+DECLARED = "declared unsupported"
+COUNTED = ("pass", "fail", "not-applicable", DECLARED, "crash")
 FORMAT_VERSION = 1
 
 
@@ -29,10 +34,17 @@ class Cell:
     seconds: float = 0.0
     origin: str = "suite"
     reproduce: str | None = None  # the command that re-runs this cell
+    #: why a not-applicable cell is: "declaration", "environment", "catalogue" or "input"
+    declined_by: str | None = None
 
     def __post_init__(self):
         if self.state not in STATES:
             raise ValueError(f"state: expected one of {STATES}, got {self.state!r}")
+
+    @property
+    def counted_as(self) -> str:
+        """The table column this cell counts in (`COUNTED`)."""
+        return DECLARED if self.declined_by == "declaration" else self.state
 
     @property
     def key(self) -> tuple:
@@ -89,23 +101,39 @@ def summary_rows(cells: list[Cell]) -> list[list[str]]:
         groups[(cell.slot, cell.impl, cell.mode)].append(cell)
     rows = []
     for (slot, impl, mode), group in sorted(groups.items()):
-        counts = Counter(c.state for c in group)
+        counts = Counter(c.counted_as for c in group)
         bad = next((c for c in group if c.state in ("fail", "crash")), None)
-        na = next((c for c in group if c.state == "not-applicable"), None)
+        na = next((c for c in group if c.counted_as == "not-applicable"), None) or \
+            next((c for c in group if c.state == "not-applicable"), None)
         note = (f"{bad.dtype} {bad.case}: {', '.join(bad.failed_checks) or bad.reason}" if bad
                 else f"n/a: {na.reason}" if na else "")
-        rows.append([slot, impl, mode, *(str(counts.get(s, 0)) for s in STATES), note])
+        rows.append([slot, impl, mode, *(str(counts.get(s, 0)) for s in COUNTED), note])
     return rows
 
 
 def count_line(cells: list[Cell]) -> str:
-    """`N cells: a pass, b fail, ...` over the given cells (states with no cell omitted)."""
-    counts = Counter(c.state for c in cells)
-    states = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])
+    """`N cells: a pass, b fail, ...` over the given cells (columns with no cell omitted)."""
+    counts = Counter(c.counted_as for c in cells)
+    states = ", ".join(f"{counts[s]} {s}" for s in COUNTED if counts[s])
     return f"{len(cells)} cells" + (f": {states}" if states else "")
 
 
-HEADER = ["slot", "implementation", "mode", *STATES, "first failure / reason"]
+HEADER = ["slot", "implementation", "mode", *COUNTED, "first failure / reason"]
+
+
+def declaration_lines(declarations: dict) -> list[str]:
+    """One line per implementation: what it declared, and what the run held it to."""
+    lines = []
+    for key, entry in sorted(declarations.items()):
+        declared = entry["declared"]
+        said = "; ".join(f"{k} {', '.join(v)}" for k, v in declared.items() if v is not None) \
+            if declared else ""
+        held = "; ".join(f"{k} {', '.join(v)}" for k, v in entry["held_to"].items())
+        bar = ("held to the catalogue (in tree)" if entry["bar"] == "catalogue" and declared
+               else "held to the catalogue" if entry["bar"] == "catalogue"
+               else "held to its declaration within the catalogue")
+        lines.append(f"{key} ({entry['origin']}): declares {said or 'nothing'}; {bar}: {held}")
+    return lines
 
 
 def render_text(cells: list[Cell]) -> str:
@@ -117,6 +145,8 @@ def render_text(cells: list[Cell]) -> str:
 
 def render_markdown(cells: list[Cell], meta: dict | None = None) -> str:
     out = []
+    meta = dict(meta or {})
+    declarations = meta.pop("declarations", None)
     if meta:
         out.append(", ".join(f"{k}: {v}" for k, v in sorted(meta.items())) + "\n")
     out.append(count_line(cells) + "\n")
@@ -124,6 +154,9 @@ def render_markdown(cells: list[Cell], meta: dict | None = None) -> str:
     out.append("|" + " --- |" * len(HEADER))
     for row in summary_rows(cells):
         out.append("| " + " | ".join(v.replace("|", "\\|") for v in row) + " |")
+    if declarations:
+        out.append("\n### Declared capabilities\n")
+        out += [f"- {line}" for line in declaration_lines(declarations)]
     failures = [c for c in cells if c.state in ("fail", "crash")]
     if failures:
         out.append("\n### Failing cells\n")

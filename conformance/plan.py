@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance import shapesets
+from conformance import declarations, shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.cells import ERROR_MODES, CellPlan, ErrorPlan, input_seed
 from conformance.strategies import INTERPRETER_SIZES, Profile
@@ -48,11 +48,11 @@ def all_registered_names() -> set[str]:
 
 def implementations(options: RunOptions, slot: str, mode: str) -> list[str]:
     """The implementations a mode tests: `--impl` restricts them; an interpreter run only takes
-    those the catalogue expects there (it repeats nothing a CPU run already did)."""
+    those held to it (it repeats nothing a CPU run already did)."""
     spec = CATALOGUE[slot]
     names = [n for n in registered_names(slot) if options.impl in (None, n)]
     if mode == "interpreter":
-        names = [n for n in names if "interpreter" in spec.expectation(n).modes]
+        names = [n for n in names if "interpreter" in declarations.held_to(spec, n).modes]
     return names
 
 

@@ -230,7 +230,17 @@ def matrix_meta(config, cells) -> dict:
 
     run = options(config)
     return {"profile": run.profile.name, "seed": run.seed, "impl": run.impl or "all",
-            "modes": ",".join(sorted({c.mode for c in cells})), "torch": torch.__version__}
+            "modes": ",".join(sorted({c.mode for c in cells})), "torch": torch.__version__,
+            "declarations": declared(cells)}
+
+
+def declared(cells) -> dict:
+    """`slot/impl` -> what each implementation in the matrix declared and was held to."""
+    from conformance import declarations
+    from conformance.catalogue import CATALOGUE
+
+    return {f"{slot}/{impl}": declarations.described(CATALOGUE[slot], impl)
+            for slot, impl in sorted({(c.slot, c.impl) for c in cells})}
 
 
 class Collector:
@@ -282,6 +292,9 @@ class Collector:
         if cells:
             terminalreporter.section("conformance matrix")
             terminalreporter.write_line(matrix.render_text(cells))
+            terminalreporter.write_line("declared capabilities:")
+            for line in matrix.declaration_lines(declared(cells)):
+                terminalreporter.write_line(f"  {line}")
         impl = options(self.config).impl
         if impl is not None:
             terminalreporter.write_line(f"--impl {impl}: {matrix.count_line(cells)}")

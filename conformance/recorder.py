@@ -56,7 +56,8 @@ class Recorder:
                     *key, self.targets[key].sources, self.cells[key],
                     expected_tests=self.tests[key], profile=self.profile, seed=self.seed,
                     wall_seconds=time.perf_counter() - self.started,
-                    test_seconds=self.seconds[key])
+                    test_seconds=self.seconds[key],
+                    capabilities=self.targets[key].capabilities)
                 self.written.append(str(records.write(record, self.directory)))
             except Exception as exc:  # noqa: BLE001 - one record's failure must not end the run
                 self.failed.append(f"{key[0]}/{key[1]}: {type(exc).__name__}: {exc}")

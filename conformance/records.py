@@ -20,7 +20,8 @@ from conformance.matrix import Cell, json_safe
 RECORDS_DIR = Path(__file__).parent / "records"
 RECORD_PROFILE = "thorough"
 # 2: every cell's state and size, the bounded cells' reference side, the catalogue entry and the
-# seconds its tests took (2026-12-01, issue 11)
+# seconds its tests took (2026-12-01, issue 11); since issue 20 also the declared capabilities
+# it was made under (`capabilities`), a field format-2 records made before may lack
 FORMAT_VERSION = 2
 
 
@@ -86,8 +87,10 @@ def counts(cells: dict) -> dict:
 
 
 def build(slot: str, impl: str, impl_sources, cells: list[Cell], *, expected_tests: int,
-          profile: str, seed: int, wall_seconds: float, test_seconds: float = 0.0) -> dict:
-    """The record of one implementation of one slot, from its cells in this run."""
+          profile: str, seed: int, wall_seconds: float, test_seconds: float = 0.0,
+          capabilities=None) -> dict:
+    """The record of one implementation of one slot, from its cells in this run, stating the
+    capabilities it declared (`libreyolo.kernels.Capabilities`, None: it declared none)."""
     spec = CATALOGUE[slot]
     source = provenance.source_digest(spec, impl, impl_sources)
     states = {cell_key(c): [c.state, c.size] for c in cells}
@@ -99,6 +102,7 @@ def build(slot: str, impl: str, impl_sources, cells: list[Cell], *, expected_tes
         "format": FORMAT_VERSION, "slot": slot, "impl": impl,
         "source_digest": source["digest"], "source_files": source["files"],
         "catalogue_entry": source["entry"],
+        "capabilities": capabilities.as_dict() if capabilities is not None else None,
         "git": provenance.git_state(_digest_paths(source)), "machine": provenance.machine(),
         "profile": profile, "seed": seed, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                    time.gmtime()),

@@ -133,6 +133,9 @@ TAMPERINGS = {  # name: (how the green record is edited, None: no record; what t
                                       "not the counts of its cells"),
     "a-failure": (_fail_one, "not green"),
     "a-decline-in-a-held-case": (_decline_one, "where the catalogue holds"),
+    "capabilities-edited": (lambda r: r.update(capabilities={"devices": ["cpu"], "dtypes": None,
+                                                             "modes": None, "layouts": None}),
+                            "other declared capabilities"),
     "output-digests-cut-to-one": (lambda r: r.update(output_digests=dict(
         list(r["output_digests"].items())[:1])), "output_digests covers 1 cells"),
 }
@@ -147,6 +150,13 @@ def test_a_record_that_does_not_prove_the_current_code_fails(name):
     problem = record_problem(FAKE, record, today)
     assert problem is not None and words in problem, problem
     assert problem.startswith(f"{SLOT}/fake: ") and RECORD_COMMAND in problem
+
+
+def test_a_record_states_the_declaration_it_was_made_under_and_older_ones_need_not():
+    """Format-2 records made before declarations existed lack the field and stay valid."""
+    assert "capabilities" not in green_record()
+    stated = tampered(lambda r: r.update(capabilities=None))
+    assert record_problem(FAKE, stated, current()) is None
 
 
 def test_a_stale_record_names_the_files_that_changed():

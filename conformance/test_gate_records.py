@@ -26,6 +26,12 @@ def test_every_in_tree_accelerated_implementation_has_a_green_cuda_record(whole_
     assert not problems, "\n".join(problems)
 
 
+def test_no_in_tree_implementation_declares_a_case_of_the_catalogue_away(whole_suite):
+    """Awaiting a record or not: the catalogue is the bar in tree (docs/conformance.md)."""
+    problems = [p for t in in_tree_targets() if (p := gate.declaration_problem(t))]
+    assert not problems, "\n".join(problems)
+
+
 def test_the_awaiting_list_names_in_tree_implementations_still_without_a_green_record(
     whole_suite,
 ):

@@ -36,14 +36,14 @@ def test_layouts(layout_target, run_options, record_cell, request):
                                  f"conformance.replay {path}\nreproduce: {command}")
         counts[cell.state] += 1
         if cell.state == "not-applicable":
-            declined.append(cell.reason)
+            declined.append(cell)
 
     state, reason = "crash", "the exploration raised before it could conclude"
     reproduce = outcomes.rerun_command(request.config, request.node.nodeid)
     try:
         explore()
         state, reason = ("pass", None) if counts["pass"] or not declined else \
-            ("not-applicable", declined[-1])
+            ("not-applicable", declined[-1].reason)
     except AssertionError as exc:
         state, reason = "fail", str(exc).splitlines()[0]
         reproduce = str(exc).rpartition("reproduce: ")[2] if "reproduce: " in str(exc) \
@@ -52,4 +52,6 @@ def test_layouts(layout_target, run_options, record_cell, request):
     finally:
         record_cell(Cell(slot_name, impl, mode, "any", "hypothesis", "small", state,
                          reason=reason, measurements=counts, origin="hypothesis",
-                         reproduce=reproduce))
+                         reproduce=reproduce,
+                         declined_by=declined[-1].declined_by if state == "not-applicable"
+                         else None))

@@ -53,6 +53,23 @@ class Expectation:
     def covers(self, mode: str, dtype: torch.dtype, layout: str) -> bool:
         return mode in self.modes and dtype in self.dtypes and layout in self.layouts
 
+    def within(self, declared) -> Expectation:
+        """The cases of this expectation inside a declaration (`libreyolo.kernels.Capabilities`,
+        None: all of them): the modes it allows (devices included), the dtypes and layouts it
+        names."""
+        if declared is None:
+            return self
+        return Expectation(
+            modes=frozenset(m for m in self.modes if declared.mode_decline(m) is None),
+            dtypes=self.dtypes if declared.dtypes is None else self.dtypes & declared.dtypes,
+            layouts=self.layouts if declared.layouts is None else self.layouts & declared.layouts)
+
+    def excluded_by(self, declared) -> list[str]:
+        """What of this expectation a declaration leaves out, by dimension (empty: nothing)."""
+        kept = self.within(declared).as_dict()
+        return [f"{name} {', '.join(sorted(set(wanted) - set(kept[name])))}"
+                for name, wanted in self.as_dict().items() if set(wanted) - set(kept[name])]
+
     def as_dict(self) -> dict:
         return {
             "modes": sorted(self.modes),

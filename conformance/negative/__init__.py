@@ -3,7 +3,8 @@
 Each module in this package exposes `CONTROLS = [(name, fn, "check: why it must catch it"), ...]`.
 The check is the text before the first colon (`exact`, `ste`, `bounded`, `dtype`,
 `inputs-unmodified`, `accepts`...). A control's slot is `fn.slot` if set (see `breaks`), else the
-module's name. `fn.accepts`, if set, is registered as the control's per-input check.
+module's name. `fn.accepts`, if set, is registered as the control's per-input check, and
+`fn.capabilities` as its declaration (an out-of-tree backend's `Capabilities`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class Control:
     def register(self) -> None:
         from libreyolo.kernels import register
 
-        register(self.slot, self.fn, name=self.name, accepts=getattr(self.fn, "accepts", None))
+        register(self.slot, self.fn, name=self.name, accepts=getattr(self.fn, "accepts", None),
+                 capabilities=getattr(self.fn, "capabilities", None))
 
     def unregister(self) -> None:
         from libreyolo.kernels import unregister
@@ -33,13 +35,15 @@ class Control:
         unregister(self.slot, self.name)
 
 
-def breaks(slot: str, accepts=None):
+def breaks(slot: str, accepts=None, capabilities=None):
     """Mark a control as an implementation of `slot` (for modules holding several slots)."""
 
     def mark(fn):
         fn.slot = slot
         if accepts is not None:
             fn.accepts = accepts
+        if capabilities is not None:
+            fn.capabilities = capabilities
         return fn
 
     return mark

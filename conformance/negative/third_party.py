@@ -1,7 +1,8 @@
 """Negative controls for what validating one implementation (`--impl`) must catch by default:
-an implementation right on every valid input but silent on invalid ones (the error cells), and
-bugs specific to one size x dtype or size x layout combination (the `validate` profile, which
-runs large cases in every dtype and layout; the `ci` profile runs them in none).
+an implementation right on every valid input but silent on invalid ones (the error cells), bugs
+specific to one size x dtype or size x layout combination (the `validate` profile, which runs
+large cases in every dtype and layout; the `ci` profile runs them in none), and a declaration
+that narrows what the suite holds a backend to but cannot hide a wrong answer inside it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from conformance.negative import breaks
+from libreyolo.kernels import Capabilities
 from libreyolo.quant import fake_quant as ref
 from libreyolo.quant import quantizers
 from libreyolo.quant.numerics import round_to_integer
@@ -58,6 +60,25 @@ def wrong_on_large_views(x, scale, axis=0):
     return _last_negated(out) if not x.is_contiguous() and x.numel() > LARGE else out
 
 
+@breaks("fake_quant_int8_per_channel", capabilities=Capabilities(dtypes={torch.float32}))
+def declared_fp32_rounds_half_away(x, scale, axis=0):
+    """Declares float32 only, and rounds halves away from zero (C's round) in every dtype: its
+    float16 and bfloat16 cells are declared unsupported (the registry declines those inputs, so
+    a caller never sees its wrong half-precision numbers), but the float32 ties, where it claims
+    support, are wrong."""
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    s = scale.reshape(shape)
+    y = x.float() / torch.where(s == 0, 1.0, s)
+    q = torch.clamp(torch.sign(y) * torch.floor(y.abs() + 0.5), -127, 127)
+    out = torch.where(s == 0, 0.0, q * s) + 0.0
+    return torch.where(torch.isnan(x), float("nan"), out).to(x.dtype)
+
+
+CONTROLS = [
+    ("declared_fp32_rounds_half_away", declared_fp32_rounds_half_away,
+     "exact: a declaration (float32 only) narrows the cases, not the check inside them"),
+]
 ERROR_CONTROLS = [
     ("skips_validation", skips_validation,
      "error-input: negative, NaN and infinite scales, wrong scale dtypes, integer x"),

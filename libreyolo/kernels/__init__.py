@@ -5,6 +5,7 @@ providers (in-tree, entry points of the group ``libreyolo.kernels``, the ``libre
 package) load lazily, on the first resolution. ``docs/kernels.md`` describes the behaviour.
 """
 
+from .capabilities import Capabilities
 from .prepared import Prepared
 from .registry import (
     REFERENCE,
@@ -29,6 +30,7 @@ from .slots import SLOTS, Slot, get_slot, slot_names
 __all__ = [
     "REFERENCE",
     "SLOTS",
+    "Capabilities",
     "Implementation",
     "KernelDisabledWarning",
     "NoImplementationError",

@@ -51,7 +51,7 @@ def record_states() -> Callable[[Implementation], str | None]:
         record = records.load(impl.op, impl.name) if impl.origin == IN_TREE else None
         if record is None:
             return "none"
-        target = gate.Target(impl.op, impl.name, impl.sources)
+        target = gate.Target(impl.op, impl.name, impl.sources, impl.capabilities)
         digest = gate.current_digest(target)
         if record.get("source_digest") != digest:
             return "stale"
@@ -70,8 +70,10 @@ def report(*, records: bool = False) -> dict:
         selected = next((impl.name for impl, reason in rows if reason is None), None)
         implementations = []
         for impl, reason in rows:
+            declared = impl.capabilities
             row = {"name": impl.name, "eligible": reason is None, "reason": reason,
-                   "origin": impl.origin}
+                   "origin": impl.origin,
+                   "capabilities": declared.as_dict() if declared is not None else None}
             if state is not None:
                 row["record"] = state(impl)
             implementations.append(row)
@@ -99,6 +101,10 @@ def _print_text(data: dict) -> None:
             else:
                 status = f"declines: {impl['reason']}"
             print(f"  {impl['name']:<16} {impl['origin']:<12} {status}")
+            if impl["capabilities"] is not None:
+                declared = "; ".join(f"{k} {', '.join(v)}"
+                                     for k, v in impl["capabilities"].items() if v is not None)
+                print(f"  {'':<16} {'':<12} declares {declared or 'no restriction'}")
 
 
 def main(argv: list[str] | None = None) -> int:

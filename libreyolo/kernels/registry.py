@@ -8,7 +8,8 @@ registry itself from the slot catalogue) always sits last. Eligibility has two l
 * *accepts* (called with the slot's arguments): does it take this input? It returns ``None`` to
   take it, a reason string to decline, or a ``Prepared`` plan to take it with the validation and
   planning done once: the call then gets it as ``prepared=``. A declined input goes to the next
-  implementation.
+  implementation. Before it, an implementation that declared its ``Capabilities`` declines what
+  lies outside them (``capabilities.py``), with a reason derived from the declaration.
 
 The environment's part of the decision (slot, selection settings, interpreter, registry
 generation) keys a cache of each slot's eligible implementations, so a steady-state call costs a
@@ -34,6 +35,7 @@ from pathlib import Path
 import torch
 
 from . import providers, settings
+from .capabilities import Capabilities
 from .prepared import Prepared
 from .providers import CALLER, IN_TREE
 from .slots import SLOTS, get_slot
@@ -68,6 +70,7 @@ class Implementation:
     accepts: Callable[..., str | Prepared | None] | None = None
     sources: tuple[str, ...] = field(default=())
     origin: str = CALLER
+    capabilities: Capabilities | None = None
 
     @property
     def is_reference(self) -> bool:
@@ -150,6 +153,7 @@ def register(
     predicate: Callable[[], bool | str] | None = None,
     accepts: Callable[..., str | Prepared | None] | None = None,
     sources: Iterable[str] | None = None,
+    capabilities: Capabilities | None = None,
 ) -> Implementation:
     """Register ``impl`` for slot ``op`` under ``name``, as the newest implementation.
 
@@ -157,7 +161,9 @@ def register(
     the slot's own and cannot be registered. ``predicate`` says whether the implementation can
     run in this environment; ``accepts`` whether it takes a given input (see the module
     docstring). ``sources`` are the files its numbers depend on, for the parity records' digest
-    (an iterable of paths; default: the file defining ``impl``).
+    (an iterable of paths; default: the file defining ``impl``). ``capabilities`` declares
+    what it supports (devices, dtypes, modes, layouts): an input outside it is declined with
+    a reason derived from it, and the conformance suite holds it to no more than that.
     """
     get_slot(op)
     if not callable(impl):
@@ -166,8 +172,11 @@ def register(
     for argument, value in (("predicate", predicate), ("accepts", accepts)):
         if value is not None and not callable(value):
             raise TypeError(f"{argument}: expected a callable or None, got {type(value).__name__}")
+    if capabilities is not None and not isinstance(capabilities, Capabilities):
+        raise TypeError("capabilities: expected libreyolo.kernels.Capabilities(...) or None, got "
+                        f"{type(capabilities).__name__}")
     entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
-                           _origin(impl))
+                           _origin(impl), capabilities)
     _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     _insert(entry)
     return entry
@@ -448,7 +457,12 @@ def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
 
 
 def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | None:
-    """``accepts``' answer as a reason (None: taken); a wrong kind of answer is a reason too."""
+    """The declaration's or ``accepts``' answer as a reason (None: taken); a wrong kind of answer
+    is a reason too."""
+    if impl.capabilities is not None:
+        declared = impl.capabilities.decline(impl.op, args, kwargs)
+        if declared is not None:
+            return declared
     if impl.accepts is None:
         return None
     answer = impl.accepts(*args, **kwargs)
@@ -507,6 +521,11 @@ def dispatch(op: str, *args, **kwargs):
     declined, suspects = [], []
     for impl in _eligible(op):
         plan = None
+        if impl.capabilities is not None:
+            declared = impl.capabilities.decline(op, args, kwargs)
+            if declared is not None:
+                declined.append(f"{impl.name}: {declared}")
+                continue
         if impl.accepts is not None:
             try:
                 plan = impl.accepts(*args, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -75,6 +76,25 @@ def test_import_registers_a_package_before_the_report(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["slots"]["ms_deform_attn"]["implementations"]
     assert {"name": "mine", "origin": "package"}.items() <= rows[0].items()
+
+
+def test_json_report_shows_each_declaration(tmp_path):
+    (tmp_path / "my_backend.py").write_text(
+        "import torch\n"
+        "from libreyolo.kernels import Capabilities, register\n"
+        "register('ms_deform_attn', lambda *a: None, name='mine',\n"
+        "         capabilities=Capabilities(dtypes={torch.float32}, modes={'cuda'}))\n")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path}
+    done = run_cli("--json", "--import", "my_backend", env=env)
+    assert done.returncode == 0, done.stderr
+    rows = {i["name"]: i for i in json.loads(done.stdout)["slots"]["ms_deform_attn"]
+            ["implementations"]}
+    assert rows["mine"]["capabilities"] == {"devices": None, "dtypes": ["float32"],
+                                            "modes": ["cuda"], "layouts": None}
+    assert rows["triton"]["capabilities"] is None
+    text = run_cli("--import", "my_backend", env=env)
+    assert "declares dtypes float32; modes cuda" in text.stdout
 
 
 def test_import_of_a_missing_package_is_an_error_naming_the_argument():

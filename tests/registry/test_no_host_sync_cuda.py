@@ -55,7 +55,7 @@ def ran():
             return impl.fn(*args, **kwargs)
 
         return registry.Implementation(impl.op, impl.name, spy, impl.predicate, impl.accepts,
-                                       impl.sources, impl.origin)
+                                       impl.sources, impl.origin, impl.capabilities)
 
     saved = {op: registered(op) for op in registry._impls}
     with registry._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from libreyolo.kernels import register
+from libreyolo.kernels import Capabilities, register
 from libreyolo_example_backend.checks import check_scale, check_x
 from libreyolo_example_backend.ste import fake_quantized
 
@@ -41,13 +41,13 @@ def _implementation(rounding):
     return fake_quant_int8_affine
 
 
-def accepts(x, scale, zero_point):
-    """This backend takes tensors on CPU (declines anything else, with why)."""
-    if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-        return f"x is on {x.device}; this backend runs on CPU"
-    return None
+#: This backend runs on CPU: declared, the registry declines other devices with that reason,
+#: and the conformance suite shows their cells as "declared unsupported" instead of failing them.
+CAPABILITIES = Capabilities(devices={"cpu"})
 
 
 def register_all() -> None:
-    register(SLOT, _implementation(round_half_even), name="example-correct", accepts=accepts)
-    register(SLOT, _implementation(round_half_away), name="example-broken", accepts=accepts)
+    register(SLOT, _implementation(round_half_even), name="example-correct",
+             capabilities=CAPABILITIES)
+    register(SLOT, _implementation(round_half_away), name="example-broken",
+             capabilities=CAPABILITIES)
