@@ -1,18 +1,29 @@
 """From an unpack slot's arguments to the kernel's configuration (no triton here: cheap to import).
 
-Each ``plan_<slot>`` runs the reference's own argument checks (``libreyolo.quant.packing``'s
-``check_unpack_*``: the same TypeError and ValueError) and describes the work as an
-``UnpackPlan``, which the provider's ``accepts`` hands to the call (``libreyolo.kernels.prepared``)
-so an input is checked and planned once. Planning reads no tensor data and copies nothing: float8
-tensors are reinterpreted as their bytes (``Tensor.view``, no copy), so the kernel reads bits and
-never casts float8 (DESIGN.md: the interpreter's fp8 casts are wrong, and triton 3.6 miscompiles
-some fp8 bitcasts).
+``plan(slot, *args, **kwargs)`` runs the reference's own argument checks
+(``libreyolo.quant.packing``'s ``check_unpack_*``: the same TypeError and ValueError) and
+describes the work as an ``UnpackPlan``, which the provider's ``accepts`` hands to the call
+(``libreyolo.kernels.prepared``) so an input is checked and planned once. Planning reads no
+tensor data and copies nothing: float8 tensors are reinterpreted as their bytes (``Tensor.view``,
+no copy), so the kernel reads bits and never casts float8 (DESIGN.md: the interpreter's fp8 casts
+are wrong, and triton 3.6 miscompiles some fp8 bitcasts).
+
+Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
+layouts and by the other arguments, types included. That description is the key of a cache of
+``Work``: the checks that passed, the tiling, the reason a layout or device is declined, and the
+compiled kernels the launcher keeps on it. A call whose description was seen before checks
+nothing again and runs no planning code: the checks are pure functions of the description, so
+they would pass again. Only what can change between equal descriptions is decided per call:
+graph capture and grad mode here, the pointers' alignment (which Triton specializes on) in the
+launcher. The description reads no data pointer, so planning works on the fake tensors of a
+capture.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 
 import torch
 
@@ -42,73 +53,157 @@ class OutKind(IntEnum):
         return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
+#: Output bytes one program writes on the GPU: 32 KB (16K bfloat16 or 8K float32 outputs, 64 or
+#: 32 per thread at eight warps) keeps enough bytes in flight per SM and few programs per tile
+#: of scales; a program covers whole scale groups, whole rows where a row is shorter.
+TILE_BYTES = 32768
+NUM_WARPS = 8
+#: Integers that hold 1, 2 or 4 outputs of 16 or 32 bits (the kernel's words), by width.
+WORD_DTYPES = {16: torch.int16, 32: torch.int32, 64: torch.int64}
+
+
 @dataclass(frozen=True, slots=True)
-class UnpackPlan(Prepared):
-    """One unpack: ``rows x in_features`` outputs of ``dtype`` from ``bits``-wide fields of
-    ``codes`` (uint8), one ``scale`` per ``group`` inputs of a row (uint8 for E4M3 / E8M0 scales,
-    float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``."""
+class Tiling:
+    """How the kernel covers the output: ``words`` words of ``fields`` outputs per row, a program
+    per ``[block_r, block_g, group_words]`` tile (``block_g`` scale groups of ``group_words``
+    words, or, with ``scale_per_word``, one row piece of ``group_words`` words with a scale
+    load per word), ``programs`` of them on a 1-D grid."""
+
+    fields: int
+    words: int
+    word_dtype: torch.dtype
+    block_r: int
+    block_g: int
+    group_words: int
+    vector: int
+    scale_per_word: bool
+    programs: int
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
+           dtype: torch.dtype, tile_bytes: int = TILE_BYTES) -> Tiling:
+    """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
+    that divides the row and the group, so that words are stored whole and share one scale;
+    groups of a power-of-two number of words become the tile's middle dimension."""
+    out_bits = 32 if dtype == torch.float32 else 16
+    per_byte = 8 // bits
+    fields = next(f for f in (4, 2, 1) if f <= per_byte and f * out_bits <= 64
+                  and in_features % f == 0 and group % f == 0)
+    words = in_features // fields
+    tile_words = max(1, tile_bytes * 8 // (fields * out_bits))
+    group_words = group // fields
+    scale_per_word = group_words & (group_words - 1) != 0 or group_words > tile_words
+    if scale_per_word:
+        block_g, group_words = 1, min(_next_power_of_2(words), tile_words)
+    else:
+        block_g = min(_next_power_of_2(-(-words // group_words)), tile_words // group_words)
+    block_r = max(1, tile_words // (block_g * group_words))
+    programs = -(-rows // block_r) * -(-words // (block_g * group_words))
+    vector = min(128 // (fields * out_bits), group_words)  # words per 16-byte store
+    return Tiling(fields, words, WORD_DTYPES[fields * out_bits], block_r, block_g, group_words,
+                  vector, scale_per_word, programs)
+
+
+@dataclass(eq=False, slots=True)
+class Work:
+    """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
+    of ``dtype`` from ``bits``-wide fields, one scale per ``group`` inputs of a row, its tiling,
+    the reason the kernel declines it whatever the call (or None), and the compiled kernels the
+    launcher keeps for it, by the alignment of its pointers."""
 
     fmt: Format
-    codes: torch.Tensor
-    scale: torch.Tensor
-    tensor_scale: torch.Tensor | None
     bits: int
     group: int
     rows: int
     in_features: int
     dtype: torch.dtype
+    tiling: Tiling
+    declined: str | None
+    compiled: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UnpackPlan(Prepared):
+    """One call's unpack: its ``Work`` and tensors: ``codes`` (uint8), ``scale`` (uint8 for E4M3
+    and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``."""
+
+    work: Work
+    codes: torch.Tensor
+    scale: torch.Tensor
+    tensor_scale: torch.Tensor | None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(t for t in (self.codes, self.scale, self.tensor_scale) if t is not None)
 
 
-def plan_unpack_int_grouped(codes, scale, bits, group_size, in_features,
-                            dtype=torch.float32) -> UnpackPlan:
-    bits, group_size, in_features = packing.check_unpack_int_grouped(
-        codes, scale, bits, group_size, in_features, dtype)
-    return UnpackPlan(Format.INT_GROUPED, codes, scale, None, bits, group_size, codes.shape[0],
-                      in_features, dtype)
+# Each slot's arguments in the reference's order, defaults applied (the reference's signature).
+def _int_grouped(codes, scale, bits, group_size, in_features, dtype=torch.float32):
+    return codes, scale, None, (bits, group_size, in_features, dtype)
 
 
-def plan_unpack_nvfp4(codes, block_scale, tensor_scale, in_features,
-                      dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype)
-    return UnpackPlan(Format.NVFP4, codes, block_scale.view(torch.uint8), tensor_scale, 4,
-                      NVFP4_BLOCK_SIZE, codes.shape[0], in_features, dtype)
+def _nvfp4(codes, block_scale, tensor_scale, in_features, dtype=torch.float32):
+    return codes, block_scale, tensor_scale, (in_features, dtype)
 
 
-def plan_unpack_mxfp4(codes, scale, in_features, dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_mxfp4(codes, scale, in_features, dtype)
-    return UnpackPlan(Format.MXFP4, codes, scale, None, 4, MX_BLOCK_SIZE, codes.shape[0],
-                      in_features, dtype)
+def _mxfp4(codes, scale, in_features, dtype=torch.float32):
+    return codes, scale, None, (in_features, dtype)
 
 
-def plan_unpack_mxfp8(codes, scale, dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_mxfp8(codes, scale, dtype)
-    return UnpackPlan(Format.MXFP8, codes.view(torch.uint8), scale, None, 8, MX_BLOCK_SIZE,
-                      codes.shape[0], in_features, dtype)
+def _mxfp8(codes, scale, dtype=torch.float32):
+    return codes, scale, None, (dtype,)
 
 
-PLANNERS = {
-    "unpack_int_grouped": plan_unpack_int_grouped,
-    "unpack_nvfp4": plan_unpack_nvfp4,
-    "unpack_mxfp4": plan_unpack_mxfp4,
-    "unpack_mxfp8": plan_unpack_mxfp8,
+def _work_int_grouped(codes, scale, tensor_scale, others) -> Work:
+    bits, group_size, in_features = packing.check_unpack_int_grouped(codes, scale, *others)
+    return _work(Format.INT_GROUPED, bits, group_size, codes, (codes, scale), in_features,
+                 others[-1])
+
+
+def _work_nvfp4(codes, block_scale, tensor_scale, others) -> Work:
+    in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, *others)
+    return _work(Format.NVFP4, 4, NVFP4_BLOCK_SIZE, codes, (codes, block_scale, tensor_scale),
+                 in_features, others[-1])
+
+
+def _work_mxfp4(codes, scale, tensor_scale, others) -> Work:
+    in_features = packing.check_unpack_mxfp4(codes, scale, *others)
+    return _work(Format.MXFP4, 4, MX_BLOCK_SIZE, codes, (codes, scale), in_features, others[-1])
+
+
+def _work_mxfp8(codes, scale, tensor_scale, others) -> Work:
+    in_features = packing.check_unpack_mxfp8(codes, scale, *others)
+    return _work(Format.MXFP8, 8, MX_BLOCK_SIZE, codes, (codes, scale), in_features, others[-1])
+
+
+#: slot -> (the reference's argument binding, the checks and planning of a new description)
+SLOTS = {
+    "unpack_int_grouped": (_int_grouped, _work_int_grouped),
+    "unpack_nvfp4": (_nvfp4, _work_nvfp4),
+    "unpack_mxfp4": (_mxfp4, _work_mxfp4),
+    "unpack_mxfp8": (_mxfp8, _work_mxfp8),
 }
+#: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
+MAX_CACHED = 4096
+_CACHE: dict[tuple, Work] = {}
 
 
-def decline_reason(plan: UnpackPlan) -> str | None:
-    """Why the kernel will not take this (already checked) input, or None."""
-    captured = capture_reason()
-    if captured is not None:
-        return captured
-    tensors = plan.tensors()
+def _work(fmt: Format, bits: int, group: int, codes, tensors: tuple, in_features: int,
+          dtype: torch.dtype) -> Work:
+    rows = codes.shape[0]
+    return Work(fmt, bits, group, rows, in_features, dtype,
+                tiling(fmt, bits, group, rows, in_features, dtype), _static_decline(tensors))
+
+
+def _static_decline(tensors: tuple) -> str | None:
+    """Why the kernel declines these tensors whatever the call (layout, devices), or None."""
     sparse = next((t for t in tensors if t.layout != torch.strided), None)
     if sparse is not None:
         return f"a {sparse.layout} tensor: the kernel reads strided (dense) tensors"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
-    device = plan.codes.device
+    device = tensors[0].device
     if any(t.device != device for t in tensors):
         return "codes and scales are on different devices (the reference reports it)"
     if interpreting() and device.type != "cpu":
@@ -116,3 +211,51 @@ def decline_reason(plan: UnpackPlan) -> str | None:
     if not interpreting() and device.type != "cuda":
         return f"codes are on {device}: the compiled kernel needs CUDA tensors"
     return None
+
+
+def _describe(arg) -> tuple:
+    """What the checks, the decline and the kernel's specialization depend on, of one argument."""
+    if isinstance(arg, torch.Tensor):
+        if arg.layout != torch.strided:
+            return (arg.dtype, arg.shape, arg.layout, arg.device)
+        return (arg.dtype, arg.shape, arg.stride(), arg.device)
+    return (type(arg), arg)  # the type too: 4, 4.0 and True hash alike and check differently
+
+
+def plan(slot: str, *args, **kwargs) -> UnpackPlan:
+    """The checked and planned unpack of these arguments; raises the reference's errors."""
+    bind, new_work = SLOTS[slot]
+    codes, scale, tensor_scale, others = bind(*args, **kwargs)
+    try:
+        key = (slot, _describe(codes), _describe(scale), _describe(tensor_scale),
+               *map(_describe, others), interpreting())
+        work = _CACHE.get(key)
+    except TypeError:  # an unhashable argument: the checks reject it
+        key = work = None
+    if work is None:
+        work = new_work(codes, scale, tensor_scale, others)
+        if key is not None:
+            if len(_CACHE) >= MAX_CACHED:
+                _CACHE.clear()
+            _CACHE[key] = work
+    if work.fmt in (Format.NVFP4, Format.MXFP8):
+        # float8 bytes as uint8 (a view: no copy); the checks above made sure of the dtypes
+        if work.fmt == Format.NVFP4:
+            scale = scale.view(torch.uint8)
+        else:
+            codes = codes.view(torch.uint8)
+    return UnpackPlan(work, codes, scale, tensor_scale)
+
+
+def decline_reason(plan: UnpackPlan) -> str | None:
+    """Why the kernel will not take this (already checked) input, or None."""
+    captured = capture_reason()
+    if captured is not None:
+        return captured
+    if torch.is_grad_enabled() and any(t.requires_grad for t in plan.tensors()):
+        return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
+    return plan.work.declined
+
+
+#: The planner of each slot, with the reference's signature.
+PLANNERS = {slot: partial(plan, slot) for slot in SLOTS}
