@@ -15,36 +15,30 @@ from __future__ import annotations
 
 import torch
 
-from libreyolo.kernels.settings import interpreting
-
 from .unpack_kernels import unpack_kernel
-from .unpack_plan import NUM_WARPS, OutKind, UnpackPlan
+from .unpack_plan import NUM_WARPS, UnpackPlan
 
 
 def run(plan: UnpackPlan) -> torch.Tensor:
     """The unpacked ``(rows, in_features)`` tensor of ``plan.work.dtype``."""
     work = plan.work
-    tiling = work.tiling
-    out = torch.empty((work.rows, work.in_features), dtype=work.dtype, device=plan.codes.device)
-    if tiling.programs == 0:
+    out = torch.empty((work.rows, work.in_features), dtype=work.dtype, device=work.device)
+    grid = (work.tiling.programs,)
+    if grid[0] == 0:
         return out
     codes, scale = plan.codes, plan.scale
     tensor_scale = plan.tensor_scale if plan.tensor_scale is not None else scale
-    words = out.view(tiling.word_dtype)
-    args = (codes, scale, tensor_scale, words, work.rows, tiling.words, *codes.stride(),
-            *scale.stride(), int(work.fmt), work.bits, work.group, int(OutKind.of(work.dtype)),
-            tiling.fields, tiling.block_r, tiling.block_g, tiling.group_words,
-            tiling.vector, tiling.scale_per_word)
-    grid = (tiling.programs,)
-    if interpreting():
-        unpack_kernel[grid](*args, num_warps=NUM_WARPS, enable_fp_fusion=False)
+    if work.interpreted:
+        unpack_kernel[grid](codes, scale, tensor_scale, out, *work.kernel_args,
+                            num_warps=NUM_WARPS, enable_fp_fusion=False)
         return out
     aligned = (codes.data_ptr() % 16, scale.data_ptr() % 16, tensor_scale.data_ptr() % 16,
-               words.data_ptr() % 16)
+               out.data_ptr() % 16)
     compiled = work.compiled.get(aligned)
     if compiled is None:
-        work.compiled[aligned] = unpack_kernel[grid](*args, num_warps=NUM_WARPS,
-                                                     enable_fp_fusion=False)
+        work.compiled[aligned] = unpack_kernel[grid](
+            codes, scale, tensor_scale, out, *work.kernel_args, num_warps=NUM_WARPS,
+            enable_fp_fusion=False)
     else:
-        compiled[grid](*args)
+        compiled[grid](codes, scale, tensor_scale, out, *work.kernel_args)
     return out

@@ -21,9 +21,11 @@ capture.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import partial
+from typing import NamedTuple
 
 import torch
 
@@ -53,13 +55,14 @@ class OutKind(IntEnum):
         return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
-#: Output bytes one program writes on the GPU: 32 KB (16K bfloat16 or 8K float32 outputs, 64 or
-#: 32 per thread at eight warps) keeps enough bytes in flight per SM and few programs per tile
-#: of scales; a program covers whole scale groups, whole rows where a row is shorter.
+#: Output bytes one program writes: 32 KB (16K bfloat16 or 8K float32 outputs, 64 or 32 per
+#: thread at eight warps) keeps enough bytes in flight per SM and amortizes a program's index and
+#: scale work; smaller outputs get smaller tiles, down to 4 KB (one 16-byte store per thread), so
+#: that they still spread over ``MIN_PROGRAMS`` programs (an H200 has 132 SMs).
 TILE_BYTES = 32768
+MIN_TILE_BYTES = 4096
+MIN_PROGRAMS = 256
 NUM_WARPS = 8
-#: Integers that hold 1, 2 or 4 outputs of 16 or 32 bits (the kernel's words), by width.
-WORD_DTYPES = {16: torch.int16, 32: torch.int32, 64: torch.int64}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,6 @@ class Tiling:
 
     fields: int
     words: int
-    word_dtype: torch.dtype
     block_r: int
     block_g: int
     group_words: int
@@ -85,11 +87,13 @@ def _next_power_of_2(n: int) -> int:
 
 
 def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
-           dtype: torch.dtype, tile_bytes: int = TILE_BYTES) -> Tiling:
+           dtype: torch.dtype) -> Tiling:
     """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
     that divides the row and the group, so that words are stored whole and share one scale;
     groups of a power-of-two number of words become the tile's middle dimension."""
     out_bits = 32 if dtype == torch.float32 else 16
+    tile_bytes = min(TILE_BYTES, max(MIN_TILE_BYTES, _next_power_of_2(
+        rows * in_features * out_bits // 8 // MIN_PROGRAMS)))
     per_byte = 8 // bits
     fields = next(f for f in (4, 2, 1) if f <= per_byte and f * out_bits <= 64
                   and in_features % f == 0 and group % f == 0)
@@ -101,19 +105,20 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
         block_g, group_words = 1, min(_next_power_of_2(words), tile_words)
     else:
         block_g = min(_next_power_of_2(-(-words // group_words)), tile_words // group_words)
-    block_r = max(1, tile_words // (block_g * group_words))
+    block_r = max(1, min(_next_power_of_2(rows), tile_words // (block_g * group_words)))
     programs = -(-rows // block_r) * -(-words // (block_g * group_words))
     vector = min(128 // (fields * out_bits), group_words)  # words per 16-byte store
-    return Tiling(fields, words, WORD_DTYPES[fields * out_bits], block_r, block_g, group_words,
-                  vector, scale_per_word, programs)
+    return Tiling(fields, words, block_r, block_g, group_words, vector, scale_per_word, programs)
 
 
 @dataclass(eq=False, slots=True)
 class Work:
     """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
-    of ``dtype`` from ``bits``-wide fields, one scale per ``group`` inputs of a row, its tiling,
-    the reason the kernel declines it whatever the call (or None), and the compiled kernels the
-    launcher keeps for it, by the alignment of its pointers."""
+    of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
+    its tiling and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
+    constants); the reason the kernel declines it whatever the call (or None); whether it runs
+    under the interpreter; and the compiled kernels the launcher keeps for it, by the alignment
+    of its pointers."""
 
     fmt: Format
     bits: int
@@ -121,12 +126,15 @@ class Work:
     rows: int
     in_features: int
     dtype: torch.dtype
+    device: torch.device
     tiling: Tiling
+    kernel_args: tuple
     declined: str | None
+    interpreted: bool
     compiled: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UnpackPlan(Prepared):
     """One call's unpack: its ``Work`` and tensors: ``codes`` (uint8), ``scale`` (uint8 for E4M3
     and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``."""
@@ -159,43 +167,65 @@ def _mxfp8(codes, scale, dtype=torch.float32):
 
 def _work_int_grouped(codes, scale, tensor_scale, others) -> Work:
     bits, group_size, in_features = packing.check_unpack_int_grouped(codes, scale, *others)
-    return _work(Format.INT_GROUPED, bits, group_size, codes, (codes, scale), in_features,
-                 others[-1])
+    return _work(Format.INT_GROUPED, bits, group_size, in_features, others[-1], codes, scale)
 
 
 def _work_nvfp4(codes, block_scale, tensor_scale, others) -> Work:
     in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, *others)
-    return _work(Format.NVFP4, 4, NVFP4_BLOCK_SIZE, codes, (codes, block_scale, tensor_scale),
-                 in_features, others[-1])
+    return _work(Format.NVFP4, 4, NVFP4_BLOCK_SIZE, in_features, others[-1], codes, block_scale,
+                 tensor_scale)
 
 
 def _work_mxfp4(codes, scale, tensor_scale, others) -> Work:
     in_features = packing.check_unpack_mxfp4(codes, scale, *others)
-    return _work(Format.MXFP4, 4, MX_BLOCK_SIZE, codes, (codes, scale), in_features, others[-1])
+    return _work(Format.MXFP4, 4, MX_BLOCK_SIZE, in_features, others[-1], codes, scale)
 
 
 def _work_mxfp8(codes, scale, tensor_scale, others) -> Work:
     in_features = packing.check_unpack_mxfp8(codes, scale, *others)
-    return _work(Format.MXFP8, 8, MX_BLOCK_SIZE, codes, (codes, scale), in_features, others[-1])
+    return _work(Format.MXFP8, 8, MX_BLOCK_SIZE, in_features, others[-1], codes, scale)
 
 
-#: slot -> (the reference's argument binding, the checks and planning of a new description)
+def _nvfp4_bytes(codes, block_scale):
+    return codes, block_scale.view(torch.uint8)
+
+
+def _mxfp8_bytes(codes, scale):
+    return codes.view(torch.uint8), scale
+
+
+class SlotPlanner(NamedTuple):
+    """How a slot's call is planned: ``bind`` its arguments in the reference's order (codes,
+    scale, tensor scale, the rest), check and plan a ``new_work``, and reinterpret float8
+    tensors ``as_bytes`` (a view: no copy) once the checks made sure of their dtypes."""
+
+    bind: Callable
+    new_work: Callable
+    as_bytes: Callable | None
+
+
 SLOTS = {
-    "unpack_int_grouped": (_int_grouped, _work_int_grouped),
-    "unpack_nvfp4": (_nvfp4, _work_nvfp4),
-    "unpack_mxfp4": (_mxfp4, _work_mxfp4),
-    "unpack_mxfp8": (_mxfp8, _work_mxfp8),
+    "unpack_int_grouped": SlotPlanner(_int_grouped, _work_int_grouped, None),
+    "unpack_nvfp4": SlotPlanner(_nvfp4, _work_nvfp4, _nvfp4_bytes),
+    "unpack_mxfp4": SlotPlanner(_mxfp4, _work_mxfp4, None),
+    "unpack_mxfp8": SlotPlanner(_mxfp8, _work_mxfp8, _mxfp8_bytes),
 }
 #: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
 MAX_CACHED = 4096
 _CACHE: dict[tuple, Work] = {}
+_STRIDED = torch.strided
 
 
-def _work(fmt: Format, bits: int, group: int, codes, tensors: tuple, in_features: int,
-          dtype: torch.dtype) -> Work:
+def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dtype, codes, scale,
+          tensor_scale=None) -> Work:
     rows = codes.shape[0]
-    return Work(fmt, bits, group, rows, in_features, dtype,
-                tiling(fmt, bits, group, rows, in_features, dtype), _static_decline(tensors))
+    tiles = tiling(fmt, bits, group, rows, in_features, dtype)
+    kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
+                   int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
+                   tiles.group_words, tiles.vector, tiles.scale_per_word)
+    tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
+    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, tiles, kernel_args,
+                _static_decline(tensors), interpreting())
 
 
 def _static_decline(tensors: tuple) -> str | None:
@@ -216,7 +246,7 @@ def _static_decline(tensors: tuple) -> str | None:
 def _describe(arg) -> tuple:
     """What the checks, the decline and the kernel's specialization depend on, of one argument."""
     if isinstance(arg, torch.Tensor):
-        if arg.layout != torch.strided:
+        if arg.layout is not _STRIDED:
             return (arg.dtype, arg.shape, arg.layout, arg.device)
         return (arg.dtype, arg.shape, arg.stride(), arg.device)
     return (type(arg), arg)  # the type too: 4, 4.0 and True hash alike and check differently
@@ -224,7 +254,7 @@ def _describe(arg) -> tuple:
 
 def plan(slot: str, *args, **kwargs) -> UnpackPlan:
     """The checked and planned unpack of these arguments; raises the reference's errors."""
-    bind, new_work = SLOTS[slot]
+    bind, new_work, as_bytes = SLOTS[slot]
     codes, scale, tensor_scale, others = bind(*args, **kwargs)
     try:
         key = (slot, _describe(codes), _describe(scale), _describe(tensor_scale),
@@ -238,12 +268,8 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
             if len(_CACHE) >= MAX_CACHED:
                 _CACHE.clear()
             _CACHE[key] = work
-    if work.fmt in (Format.NVFP4, Format.MXFP8):
-        # float8 bytes as uint8 (a view: no copy); the checks above made sure of the dtypes
-        if work.fmt == Format.NVFP4:
-            scale = scale.view(torch.uint8)
-        else:
-            codes = codes.view(torch.uint8)
+    if as_bytes is not None:
+        codes, scale = as_bytes(codes, scale)
     return UnpackPlan(work, codes, scale, tensor_scale)
 
 
@@ -252,7 +278,9 @@ def decline_reason(plan: UnpackPlan) -> str | None:
     captured = capture_reason()
     if captured is not None:
         return captured
-    if torch.is_grad_enabled() and any(t.requires_grad for t in plan.tensors()):
+    tensor_scale = plan.tensor_scale
+    if torch.is_grad_enabled() and (plan.scale.requires_grad or plan.codes.requires_grad or (
+            tensor_scale is not None and tensor_scale.requires_grad)):
         return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
     return plan.work.declined
 
