@@ -1,21 +1,26 @@
 """The Triton unpack kernel: packed codes and scales to floats, bit for bit as
 ``libreyolo.quant.packing``'s reference unpackers compute them on the CPU.
 
-It is a streaming kernel: at copy bandwidth an H200 leaves ~10 integer instructions per output
-element, so the layout is built to spend few of them (offline SASS counts in benchmarks/NOTES.md):
+It is a streaming kernel, and the first version was bound by its instructions (31-59 SASS
+instructions per output element, a byte load and a scale load each; at copy bandwidth an H200's
+integer pipe leaves about ten). The layout is built to spend few (counts in benchmarks/NOTES.md):
 - the output is written in *words*: ``FIELDS`` consecutive outputs packed into one integer (two
   float32 in an int64, two or four 16-bit floats in an int32 / int64), each word decoded from
   one code byte (``WORDS_PER_BYTE`` words share a byte when a byte holds more fields than a
-  word). Codes, words and stores are then one contiguous ``[BLOCK_R, BLOCK_G, GROUP_WORDS]`` tile
-  each: vector loads of code bytes, 16-byte stores, no gather and no layout shuffle;
-- one scale per group: the tile's middle dimension counts scale groups of ``GROUP_WORDS`` words,
-  so a ``[BLOCK_R, BLOCK_G, 1]`` scale tile is loaded and decoded once per group and broadcast.
-  Where a group is not a power-of-two number of words (int groups of 5, 7, ...), ``BLOCK_G`` is
-  1, ``GROUP_WORDS`` is the tile width and ``SCALE_PER_WORD`` loads one scale per word instead;
-- fields are decoded with shifts, masks and exact power-of-two multiplies on the float32 bits
-  (E2M1 and E4M3 magnitudes placed at the exponent's bottom read as a fixed power of two times
-  the value; integers through the 2^23 trick), never a float8 cast, which the interpreter gets
-  wrong, nor an int-to-float conversion;
+  word). Code bytes and words are tiles of one shape with ``VECTOR`` contiguous words (a 16-byte
+  store) innermost, so both get the same thread layout: vector loads of code bytes, 16-byte
+  stores, no gather and no shuffle through shared memory;
+- one scale per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
+  and a ``[BLOCK_R, BLOCK_G, 1, 1]`` scale tile is loaded and decoded once per group and
+  broadcast. Where a group is not a power-of-two number of words (int groups of 5, 7, ...),
+  ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
+- fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
+  and E4M3 sign and magnitude placed so that they read as a fixed power of two times the value;
+  integers as offset binary in the mantissa of 2^23), never a float8 cast, which the interpreter
+  gets wrong, nor an int-to-float conversion, which runs at a quarter of the integer rate;
+- 16-bit outputs are kept in the upper half of an int32 until two are packed into a word (one
+  byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
+  which the compiler folds into one shift-and-add;
 - NaN rules (below) cost a test and a select per element only where the format lets a NaN
   appear; what depends only on the scale (its NaN's bits) is computed per group.
 
@@ -49,11 +54,11 @@ MXFP4 = tl.constexpr(int(Format.MXFP4))
 MXFP8 = tl.constexpr(int(Format.MXFP8))
 OUT_FLOAT32 = tl.constexpr(int(OutKind.FLOAT32))
 OUT_FLOAT16 = tl.constexpr(int(OutKind.FLOAT16))
-OUT_BFLOAT16 = tl.constexpr(int(OutKind.BFLOAT16))
 TWO_POW_126 = tl.constexpr(2.0**126)
 TWO_POW_120 = tl.constexpr(2.0**120)
 TWO_POW_23 = tl.constexpr(2.0**23)
 QUIET = tl.constexpr(0x400000)
+
 
 def _int32(bits: int) -> tl.constexpr:
     """A 32-bit pattern as the int32 constant Triton needs (0x80000000 and up are negative)."""
@@ -157,7 +162,9 @@ def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND:
     elif FORMAT == MXFP4:
         out = bits  # exact in bfloat16: see the module docstring
     else:
-        # to nearest, ties to even, at bit 16 (the upper half is the bfloat16)
+        # to nearest, ties to even, at bit 16 (the upper half is the bfloat16): + 0x7FFF and
+        # the kept part's lowest bit, bit 16, here the high word of (bits << 15) * 2 (a shift
+        # and a mask would be two more integer instructions)
         lsb = tl.umulhi((bits << 15).to(tl.uint32, bitcast=True), 2).to(tl.int32, bitcast=True)
         out = bits + 0x7FFF + lsb
         out = tl.where(is_nan, UPPER_HALF, out)  # bfloat16 0xFFFF
