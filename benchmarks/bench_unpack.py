@@ -173,6 +173,12 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def measured(row: Row) -> Row:
+    """The row, also printed as soon as it is measured (a run cut short still says something)."""
+    print(table([row]).splitlines()[-1], flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="path of the raw JSON results")
@@ -186,7 +192,7 @@ def main() -> None:
     gen = torch.Generator(device="cuda").manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     keys = [(f, d, s) for s in options.sizes for f in FORMATS for d in DTYPES]
-    rounds = [[measure(f, d, s, options.repeats, options.host_calls, flush, gen)
+    rounds = [[measured(measure(f, d, s, options.repeats, options.host_calls, flush, gen))
                for f, d, s in keys] for _ in range(options.rounds)]
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}

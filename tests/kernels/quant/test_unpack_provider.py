@@ -138,3 +138,52 @@ def test_the_plan_cache_is_bounded(monkeypatch):
         PLANNERS["unpack_mxfp8"](torch.zeros(rows, 32, dtype=torch.float8_e4m3fn),
                                  torch.zeros(rows, 1, dtype=torch.uint8))
     assert 0 < len(unpack_plan._CACHE) <= 2
+
+
+class _CompiledKernel:
+    """Triton 3.6's compiled kernel as the launcher uses it: ``kernel[grid](*args)`` reads
+    ``grid[0]``, ``grid[1]`` and ``grid[2]``, and takes every argument, constants included."""
+
+    def __init__(self, launches: list):
+        self.launches = launches
+
+    def __getitem__(self, grid):
+        def runner(*args):
+            self.launches.append(("compiled", (grid[0], grid[1], grid[2]), args, {}))
+        return runner
+
+
+class _JITFunction:
+    """``kernel[grid](*args, **options)`` compiles (here: records) and returns the compiled
+    kernel."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        def run(*args, **options):
+            self.launches.append(("jit", grid, args, options))
+            return _CompiledKernel(self.launches)
+        return run
+
+
+def test_the_first_launch_compiles_through_triton_and_later_ones_launch_the_compiled_kernel(
+        monkeypatch):
+    """Per ``Work`` and pointer alignment: what ``JITFunction.run`` would decide again."""
+    pytest.importorskip("triton")
+    from libreyolo.kernels.quant.execute import unpack_launch
+
+    kernel = _JITFunction()
+    monkeypatch.setattr(unpack_launch, "unpack_kernel", kernel)
+    codes, scale = mx_table("unpack_mxfp8")
+    plan = PLANNERS["unpack_mxfp8"](codes, scale)
+    monkeypatch.setattr(plan.work, "interpreted", False)
+    monkeypatch.setattr(plan.work, "compiled", {})
+    unpack_launch.run(plan)
+    unpack_launch.run(plan)
+    (first, first_grid, first_args, options), (second, grid, args, _) = kernel.launches
+    assert (first, second) == ("jit", "compiled")
+    assert options == {"num_warps": unpack_plan.NUM_WARPS, "enable_fp_fusion": False}
+    assert grid == first_grid == plan.work.grid and len(grid) == 3
+    assert [type(a) for a in args] == [type(a) for a in first_args]
+    assert args[4:] == first_args[4:] == plan.work.kernel_args

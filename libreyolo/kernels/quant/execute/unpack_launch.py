@@ -23,7 +23,7 @@ def run(plan: UnpackPlan) -> torch.Tensor:
     """The unpacked ``(rows, in_features)`` tensor of ``plan.work.dtype``."""
     work = plan.work
     out = torch.empty((work.rows, work.in_features), dtype=work.dtype, device=work.device)
-    grid = (work.tiling.programs,)
+    grid = work.grid
     if grid[0] == 0:
         return out
     codes, scale = plan.codes, plan.scale

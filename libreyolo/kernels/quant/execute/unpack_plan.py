@@ -115,7 +115,8 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
 class Work:
     """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
     of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
-    its tiling and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
+    its tiling, the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes
+    it) and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
     constants); the reason the kernel declines it whatever the call (or None); whether it runs
     under the interpreter; and the compiled kernels the launcher keeps for it, by the alignment
     of its pointers."""
@@ -128,6 +129,7 @@ class Work:
     dtype: torch.dtype
     device: torch.device
     tiling: Tiling
+    grid: tuple[int, int, int]
     kernel_args: tuple
     declined: str | None
     interpreted: bool
@@ -137,12 +139,14 @@ class Work:
 @dataclass(slots=True)
 class UnpackPlan(Prepared):
     """One call's unpack: its ``Work`` and tensors: ``codes`` (uint8), ``scale`` (uint8 for E4M3
-    and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``."""
+    and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``; or, while
+    a graph is ``captured`` (the decline reason), the checked arguments and no ``Work``."""
 
-    work: Work
+    work: Work | None
     codes: torch.Tensor
     scale: torch.Tensor
     tensor_scale: torch.Tensor | None
+    captured: str | None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(t for t in (self.codes, self.scale, self.tensor_scale) if t is not None)
@@ -165,25 +169,22 @@ def _mxfp8(codes, scale, dtype=torch.float32):
     return codes, scale, None, (dtype,)
 
 
-def _work_int_grouped(codes, scale, tensor_scale, others) -> Work:
+def _check_int_grouped(codes, scale, tensor_scale, others) -> tuple:
     bits, group_size, in_features = packing.check_unpack_int_grouped(codes, scale, *others)
-    return _work(Format.INT_GROUPED, bits, group_size, in_features, others[-1], codes, scale)
+    return Format.INT_GROUPED, bits, group_size, in_features
 
 
-def _work_nvfp4(codes, block_scale, tensor_scale, others) -> Work:
+def _check_nvfp4(codes, block_scale, tensor_scale, others) -> tuple:
     in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, *others)
-    return _work(Format.NVFP4, 4, NVFP4_BLOCK_SIZE, in_features, others[-1], codes, block_scale,
-                 tensor_scale)
+    return Format.NVFP4, 4, NVFP4_BLOCK_SIZE, in_features
 
 
-def _work_mxfp4(codes, scale, tensor_scale, others) -> Work:
-    in_features = packing.check_unpack_mxfp4(codes, scale, *others)
-    return _work(Format.MXFP4, 4, MX_BLOCK_SIZE, in_features, others[-1], codes, scale)
+def _check_mxfp4(codes, scale, tensor_scale, others) -> tuple:
+    return Format.MXFP4, 4, MX_BLOCK_SIZE, packing.check_unpack_mxfp4(codes, scale, *others)
 
 
-def _work_mxfp8(codes, scale, tensor_scale, others) -> Work:
-    in_features = packing.check_unpack_mxfp8(codes, scale, *others)
-    return _work(Format.MXFP8, 8, MX_BLOCK_SIZE, in_features, others[-1], codes, scale)
+def _check_mxfp8(codes, scale, tensor_scale, others) -> tuple:
+    return Format.MXFP8, 8, MX_BLOCK_SIZE, packing.check_unpack_mxfp8(codes, scale, *others)
 
 
 def _nvfp4_bytes(codes, block_scale):
@@ -196,19 +197,20 @@ def _mxfp8_bytes(codes, scale):
 
 class SlotPlanner(NamedTuple):
     """How a slot's call is planned: ``bind`` its arguments in the reference's order (codes,
-    scale, tensor scale, the rest), check and plan a ``new_work``, and reinterpret float8
-    tensors ``as_bytes`` (a view: no copy) once the checks made sure of their dtypes."""
+    scale, tensor scale, the rest), ``check`` them with the reference's checks (the format, field
+    bits, group and in_features they decide), and reinterpret float8 tensors ``as_bytes`` (a
+    view: no copy) once the checks made sure of their dtypes."""
 
     bind: Callable
-    new_work: Callable
+    check: Callable
     as_bytes: Callable | None
 
 
 SLOTS = {
-    "unpack_int_grouped": SlotPlanner(_int_grouped, _work_int_grouped, None),
-    "unpack_nvfp4": SlotPlanner(_nvfp4, _work_nvfp4, _nvfp4_bytes),
-    "unpack_mxfp4": SlotPlanner(_mxfp4, _work_mxfp4, None),
-    "unpack_mxfp8": SlotPlanner(_mxfp8, _work_mxfp8, _mxfp8_bytes),
+    "unpack_int_grouped": SlotPlanner(_int_grouped, _check_int_grouped, None),
+    "unpack_nvfp4": SlotPlanner(_nvfp4, _check_nvfp4, _nvfp4_bytes),
+    "unpack_mxfp4": SlotPlanner(_mxfp4, _check_mxfp4, None),
+    "unpack_mxfp8": SlotPlanner(_mxfp8, _check_mxfp8, _mxfp8_bytes),
 }
 #: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
 MAX_CACHED = 4096
@@ -217,15 +219,15 @@ _STRIDED = torch.strided
 
 
 def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dtype, codes, scale,
-          tensor_scale=None) -> Work:
+          tensor_scale) -> Work:
     rows = codes.shape[0]
     tiles = tiling(fmt, bits, group, rows, in_features, dtype)
     kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
                    int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
                    tiles.group_words, tiles.vector, tiles.scale_per_word)
     tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
-    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, tiles, kernel_args,
-                _static_decline(tensors), interpreting())
+    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, tiles,
+                (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting())
 
 
 def _static_decline(tensors: tuple) -> str | None:
@@ -253,9 +255,16 @@ def _describe(arg) -> tuple:
 
 
 def plan(slot: str, *args, **kwargs) -> UnpackPlan:
-    """The checked and planned unpack of these arguments; raises the reference's errors."""
-    bind, new_work, as_bytes = SLOTS[slot]
+    """The checked and planned unpack of these arguments; raises the reference's errors.
+
+    While a graph is captured the kernel declines whatever the input, so the arguments are
+    checked and nothing is planned (their sizes may be symbolic or traced values)."""
+    bind, check, as_bytes = SLOTS[slot]
     codes, scale, tensor_scale, others = bind(*args, **kwargs)
+    captured = capture_reason()
+    if captured is not None:
+        check(codes, scale, tensor_scale, others)
+        return UnpackPlan(None, codes, scale, tensor_scale, captured)
     try:
         key = (slot, _describe(codes), _describe(scale), _describe(tensor_scale),
                *map(_describe, others), interpreting())
@@ -263,21 +272,21 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
     except TypeError:  # an unhashable argument: the checks reject it
         key = work = None
     if work is None:
-        work = new_work(codes, scale, tensor_scale, others)
+        work = _work(*check(codes, scale, tensor_scale, others), others[-1], codes, scale,
+                     tensor_scale)
         if key is not None:
             if len(_CACHE) >= MAX_CACHED:
                 _CACHE.clear()
             _CACHE[key] = work
     if as_bytes is not None:
         codes, scale = as_bytes(codes, scale)
-    return UnpackPlan(work, codes, scale, tensor_scale)
+    return UnpackPlan(work, codes, scale, tensor_scale, None)
 
 
 def decline_reason(plan: UnpackPlan) -> str | None:
     """Why the kernel will not take this (already checked) input, or None."""
-    captured = capture_reason()
-    if captured is not None:
-        return captured
+    if plan.captured is not None:
+        return plan.captured
     tensor_scale = plan.tensor_scale
     if torch.is_grad_enabled() and (plan.scale.requires_grad or plan.codes.requires_grad or (
             tensor_scale is not None and tensor_scale.requires_grad)):
