@@ -226,10 +226,11 @@ def unpack_kernel(
     col_programs = tl.cdiv(words, BLOCK_G * GROUP_WORDS)
     r = tl.program_id(0) // col_programs * BLOCK_R + tl.arange(0, BLOCK_R)
     g = tl.program_id(0) % col_programs * BLOCK_G + tl.arange(0, BLOCK_G)
-    r64 = r.to(tl.int64)[:, None, None, None]
-    row_valid = (r < rows)[:, None, None, None]
+    # dimensions [GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]: see the docstring
+    r64 = r.to(tl.int64)[None, None, :, None]
+    row_valid = (r < rows)[None, None, :, None]
     group_w = g[None, :, None, None] * GROUP_WORDS  # a group's first word
-    w = (group_w + tl.arange(0, GROUP_WORDS // VECTOR)[None, None, :, None] * VECTOR
+    w = (group_w + tl.arange(0, GROUP_WORDS // VECTOR)[:, None, None, None] * VECTOR
          + tl.arange(0, VECTOR)[None, None, None, :])
     valid = row_valid & (w < words)
     byte = tl.load(codes_ptr + r64 * codes_row_stride + (w // WORDS_PER_BYTE) * codes_col_stride,
@@ -240,11 +241,12 @@ def unpack_kernel(
         code = byte.to(tl.int8, bitcast=True).to(tl.int32)  # the sign's copies above bit 7
     if WORDS_PER_BYTE > 1:
         code = code >> ((w % WORDS_PER_BYTE) * (FIELDS * BITS))
-    # the first word a scale covers: the group's (broadcast over its words), or each word's
+    # the first word a scale covers: each word's, or the group's, broadcast over the group's
+    # vectors (a [.., 1]-shaped tile then gets the words' thread layout: no shuffle between them)
     if SCALE_PER_WORD:
         scale_w = w
     else:
-        scale_w = group_w
+        scale_w = group_w + tl.zeros([GROUP_WORDS // VECTOR, 1, 1, 1], tl.int32)
     scale_raw = tl.load(scale_ptr + r64 * scale_row_stride
                         + (scale_w * FIELDS // GROUP) * scale_col_stride,
                         mask=row_valid & (scale_w < words), other=0)
