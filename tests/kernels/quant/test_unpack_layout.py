@@ -17,11 +17,13 @@ import torch
 
 triton = pytest.importorskip("triton")
 
+from triton.backends import backends  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from libreyolo.kernels.quant.execute.unpack_kernels import unpack_kernel  # noqa: E402
 from libreyolo.kernels.quant.execute.unpack_plan import NUM_WARPS, PLANNERS  # noqa: E402
+from libreyolo.kernels.settings import interpreting  # noqa: E402
 from libreyolo.quant import packing  # noqa: E402
 
 # (slot, pack arguments after the weight): the formats of benchmarks/bench_unpack.py
@@ -30,6 +32,10 @@ FORMATS = [("unpack_int_grouped", (4, 128)), ("unpack_int_grouped", (8, 128)),
 POINTER_TYPES = {torch.uint8: "*u8", torch.float32: "*fp32", torch.float16: "*fp16",
                  torch.bfloat16: "*bf16"}
 H200 = GPUTarget("cuda", 90, 32)
+pytestmark = [
+    pytest.mark.skipif("nvidia" not in backends, reason="triton without its CUDA backend"),
+    pytest.mark.skipif(interpreting(), reason="under TRITON_INTERPRET=1 nothing is compiled"),
+]
 
 
 def _ttgir(plan) -> str:
@@ -71,11 +77,7 @@ def test_a_warps_first_stores_cover_one_contiguous_512_byte_span(slot, pack_args
     pack = getattr(packing, slot.replace("unpack_", "pack_"))
     plan = PLANNERS[slot](*pack(torch.zeros(4096, 4096), *pack_args), dtype=dtype)
     tiling = plan.work.tiling
-    try:
-        ttgir = _ttgir(plan)
-    except RuntimeError as exc:  # a triton build without the NVIDIA backend's tools
-        pytest.skip(f"cannot compile for sm_90 here: {exc}")
-    per_thread, lanes, order, shape = _store_layout(ttgir)
+    per_thread, lanes, order, shape = _store_layout(_ttgir(plan))
     word_bytes = tiling.fields * (4 if dtype == torch.float32 else 2)
     starts = []
     for lane in range(32):

@@ -15,8 +15,8 @@ compiled kernels the launcher keeps on it. A call whose description was seen bef
 nothing again and runs no planning code: the checks are pure functions of the description, so
 they would pass again. Only what can change between equal descriptions is decided per call:
 graph capture and grad mode here, the pointers' alignment (which Triton specializes on) in the
-launcher. The description reads no data pointer, so planning works on the fake tensors of a
-capture.
+launcher. While a graph is captured the arguments are only checked: the kernel declines anyway,
+and sizes may be traced or symbolic values that must not become cache keys.
 """
 
 from __future__ import annotations
