@@ -206,18 +206,22 @@ def unpack_kernel(
     FIELDS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_G: tl.constexpr,
     GROUP_WORDS: tl.constexpr, VECTOR: tl.constexpr, SCALE_PER_WORD: tl.constexpr,
 ):
-    """Words ``[r, w]`` of the ``(rows, words)`` output for a ``[BLOCK_R, BLOCK_G, GROUP_WORDS]``
-    tile: word ``w`` holds outputs ``w * FIELDS ...`` in its low-to-high bits.
+    """Words ``[r, w]`` of the ``(rows, words)`` output, ``BLOCK_R`` rows by ``BLOCK_G`` groups of
+    ``GROUP_WORDS`` words per program: word ``w`` holds outputs ``w * FIELDS ...`` in its
+    low-to-high bits.
 
     Fields are ``BITS`` wide, element ``j`` of a byte at bit offset ``j * BITS`` (the first element
     in the lowest bits); output ``i`` is scaled by ``scale[r, i // GROUP]`` (a word never spans
     two groups: ``FIELDS`` divides ``GROUP``); ``tensor_scale_ptr`` is read only for NVFP4.
     ``out`` is contiguous; codes and scales are read through their strides.
 
-    The words of a group are laid out as ``[GROUP_WORDS // VECTOR, VECTOR]``, ``VECTOR`` words
-    being one 16-byte store: Triton gives each load and store a thread layout from its own
-    contiguity, and with ``VECTOR`` contiguous code bytes and words both get the same one, where
-    a flat dimension would give a byte load 16 per thread and a shuffle through shared memory.
+    The tile's dimensions are ``[GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]``, ``VECTOR``
+    words being one 16-byte store. Triton gives each load and store a thread layout from its own
+    pointers' contiguity: with ``VECTOR`` contiguous code bytes and words innermost, both get the
+    same one (a flat group dimension would give a byte load 16 per thread and a shuffle through
+    shared memory). It orders the other dimensions, equally non-contiguous, by their index, so
+    a warp's lanes walk the group's vectors, then groups, then rows: one contiguous 512-byte span
+    per warp store (rows first, measured, spread a warp's stores over 17-26 KB).
     """
     PER_BYTE: tl.constexpr = 8 // BITS
     WORDS_PER_BYTE: tl.constexpr = PER_BYTE // FIELDS

@@ -67,10 +67,10 @@ NUM_WARPS = 8
 
 @dataclass(frozen=True, slots=True)
 class Tiling:
-    """How the kernel covers the output: ``words`` words of ``fields`` outputs per row, a program
-    per ``[block_r, block_g, group_words]`` tile (``block_g`` scale groups of ``group_words``
-    words, or, with ``scale_per_word``, one row piece of ``group_words`` words with a scale
-    load per word), ``programs`` of them on a 1-D grid."""
+    """How the kernel covers the output: ``words`` words of ``fields`` outputs per row; a program
+    per ``block_r`` rows by ``block_g`` scale groups of ``group_words`` words (or, with
+    ``scale_per_word``, by one row piece of ``group_words`` words with a scale load per word),
+    in stores of ``vector`` words; ``programs`` of them on a 1-D grid."""
 
     fields: int
     words: int
