@@ -43,8 +43,8 @@ from bench_fake_quant import (
 from bench_fake_quant import environment as fake_quant_environment
 
 from libreyolo.kernels import ops
-from libreyolo.kernels.quant.execute.unpack_launch import GPU_TILE, MAX_BLOCK_C, run
-from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, UnpackPlan
+from libreyolo.kernels.quant.execute.unpack_launch import run
+from libreyolo.kernels.quant.execute.unpack_plan import NUM_WARPS, PLANNERS, TILE_BYTES, UnpackPlan
 from libreyolo.quant import packing as reference
 
 SIZES = {"4096x4096": (4096, 4096), "256M": (65536, 4096)}
@@ -83,7 +83,8 @@ class Row:
 
 def bytes_moved(plan: UnpackPlan) -> int:
     """Bytes read + written: the packed codes, the scales and the output, once each."""
-    out = plan.rows * plan.in_features * torch.empty((), dtype=plan.dtype).element_size()
+    work = plan.work
+    out = work.rows * work.in_features * torch.empty((), dtype=work.dtype).element_size()
     return out + sum(t.numel() * t.element_size() for t in plan.tensors())
 
 
@@ -110,7 +111,7 @@ def bits_equal(slot: str, args: tuple, plan: UnpackPlan) -> bool:
     """The kernel's first ``CHECKED_ROWS`` rows equal the CPU reference's, bit for bit."""
     head = tuple(a[:CHECKED_ROWS].cpu() if isinstance(a, torch.Tensor) and a.dim() == 2
                  else a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
-    want = getattr(reference, slot)(*head, dtype=plan.dtype)
+    want = getattr(reference, slot)(*head, dtype=plan.work.dtype)
     got = run(plan)[:CHECKED_ROWS].cpu()
     return bool(torch.equal(got.view(torch.uint8), want.view(torch.uint8)))
 
@@ -136,7 +137,7 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
     equal = bits_equal(slot, args, plan)
     quartiles = tuple(statistics.quantiles(times_ms(lambda: run(plan), repeats, flush), n=4))
     kernel = quartiles[1]
-    source = torch.empty((plan.rows, plan.in_features), dtype=dtype, device="cuda")
+    source = torch.empty((plan.work.rows, plan.work.in_features), dtype=dtype, device="cuda")
     destination = torch.empty_like(source)
     copy = statistics.median(times_ms(lambda: destination.copy_(source), repeats, flush))
     ref = statistics.median(times_ms(lambda: getattr(reference, slot)(*args, dtype=dtype),
@@ -172,6 +173,12 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def measured(row: Row) -> Row:
+    """The row, also printed as soon as it is measured (a run cut short still says something)."""
+    print(table([row]).splitlines()[-1], flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="path of the raw JSON results")
@@ -185,11 +192,11 @@ def main() -> None:
     gen = torch.Generator(device="cuda").manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     keys = [(f, d, s) for s in options.sizes for f in FORMATS for d in DTYPES]
-    rounds = [[measure(f, d, s, options.repeats, options.host_calls, flush, gen)
+    rounds = [[measured(measure(f, d, s, options.repeats, options.host_calls, flush, gen))
                for f, d, s in keys] for _ in range(options.rounds)]
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}
-    env["kernel_config"] = {"tile": GPU_TILE, "max_block_c": MAX_BLOCK_C}
+    env["kernel_config"] = {"tile_bytes": TILE_BYTES, "num_warps": NUM_WARPS}
     with open(options.out, "w") as f:
         json.dump({"environment": env, "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(table(rows))

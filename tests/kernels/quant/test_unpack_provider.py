@@ -16,7 +16,7 @@ import torch
 from unpack_inputs import ERRORS, SLOTS, error_arguments, int_grouped_tables, mx_table
 
 from libreyolo.kernels import registered
-from libreyolo.kernels.quant.execute import unpack_provider
+from libreyolo.kernels.quant.execute import unpack_plan, unpack_provider
 from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, decline_reason
 from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import packing as reference
@@ -107,3 +107,83 @@ def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
 
     torch.jit.trace(unpack, (scale.float(),))
     assert "graph is being captured" in reasons[0]
+
+
+# Arguments equal (and hashing alike) to ones a call has planned, of a type the checks reject.
+EQUAL_BUT_WRONG_TYPE = [("bits", 4.0), ("group_size", True), ("in_features", 4.0)]
+
+
+@pytest.mark.parametrize("name, value", EQUAL_BUT_WRONG_TYPE,
+                         ids=[n for n, _ in EQUAL_BUT_WRONG_TYPE])
+def test_a_planned_description_does_not_let_an_equal_value_of_another_type_through(name, value):
+    """Plans are cached by a description of the arguments; 4.0 == 4 and True == 1 hash alike,
+    so the description holds each argument's type, and the reference's error still comes."""
+    good = {"codes": torch.zeros(2, 2, dtype=torch.uint8),
+            "scale": torch.ones(2, 4, dtype=torch.float32), "bits": 4, "group_size": 1,
+            "in_features": 4}
+    (impl,) = [i for i in registered("unpack_int_grouped") if i.name == "triton"]
+    impl.accepts(**good)  # planned (or declined on this device): the description is cached
+    bad = dict(good, **{name: value})
+    with pytest.raises(TypeError) as expected:
+        reference.unpack_int_grouped(**bad)
+    with pytest.raises(TypeError) as got:
+        impl.accepts(**bad)
+    assert str(got.value) == str(expected.value)
+
+
+def test_the_plan_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(unpack_plan, "MAX_CACHED", 2)
+    monkeypatch.setattr(unpack_plan, "_CACHE", {})
+    for rows in (1, 2, 3):
+        PLANNERS["unpack_mxfp8"](torch.zeros(rows, 32, dtype=torch.float8_e4m3fn),
+                                 torch.zeros(rows, 1, dtype=torch.uint8))
+    assert 0 < len(unpack_plan._CACHE) <= 2
+
+
+class _CompiledKernel:
+    """Triton 3.6's compiled kernel as the launcher uses it: ``kernel[grid](*args)`` reads
+    ``grid[0]``, ``grid[1]`` and ``grid[2]``, and takes every argument, constants included."""
+
+    def __init__(self, launches: list):
+        self.launches = launches
+
+    def __getitem__(self, grid):
+        def runner(*args):
+            self.launches.append(("compiled", (grid[0], grid[1], grid[2]), args, {}))
+        return runner
+
+
+class _JITFunction:
+    """``kernel[grid](*args, **options)`` compiles (here: records) and returns the compiled
+    kernel."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        def run(*args, **options):
+            self.launches.append(("jit", grid, args, options))
+            return _CompiledKernel(self.launches)
+        return run
+
+
+def test_the_first_launch_compiles_through_triton_and_later_ones_launch_the_compiled_kernel(
+        monkeypatch):
+    """Per ``Work`` and pointer alignment: what ``JITFunction.run`` would decide again."""
+    pytest.importorskip("triton")
+    from libreyolo.kernels.quant.execute import unpack_launch
+
+    kernel = _JITFunction()
+    monkeypatch.setattr(unpack_launch, "unpack_kernel", kernel)
+    codes, scale = mx_table("unpack_mxfp8")
+    plan = PLANNERS["unpack_mxfp8"](codes, scale)
+    monkeypatch.setattr(plan.work, "interpreted", False)
+    monkeypatch.setattr(plan.work, "compiled", {})
+    unpack_launch.run(plan)
+    unpack_launch.run(plan)
+    (first, first_grid, first_args, options), (second, grid, args, _) = kernel.launches
+    assert (first, second) == ("jit", "compiled")
+    assert options == {"num_warps": unpack_plan.NUM_WARPS, "enable_fp_fusion": False}
+    assert grid == first_grid == plan.work.grid and len(grid) == 3
+    assert [type(a) for a in args] == [type(a) for a in first_args]
+    assert args[4:] == first_args[4:] == plan.work.kernel_args

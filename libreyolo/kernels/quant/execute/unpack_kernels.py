@@ -1,19 +1,30 @@
 """The Triton unpack kernel: packed codes and scales to floats, bit for bit as
 ``libreyolo.quant.packing``'s reference unpackers compute them on the CPU.
 
-One program writes a ``[BLOCK_R, BLOCK_C]`` tile of the ``(rows, in_features)`` output. Each
-output element gathers the byte holding its code (``col // per_byte``: the bytes of a tile are read
-from L1 once per element, from memory once) and its scale (``col // GROUP``), so a tile needs no
-integer division by a runtime value. Packed tensors are read through their strides, so gapped and
-transposed views cost no copy.
+It is a streaming kernel, and the first version was bound by its instructions (31-59 SASS
+instructions per output element, a byte load and a scale load each; at copy bandwidth an H200's
+integer pipe leaves about ten). The layout is built to spend few (counts in benchmarks/NOTES.md):
+- the output is written in *words*: ``FIELDS`` consecutive outputs packed into one integer (two
+  float32 in an int64, two or four 16-bit floats in an int32 / int64), each word decoded from
+  one code byte (``WORDS_PER_BYTE`` words share a byte when a byte holds more fields than a
+  word). Code bytes and words are tiles of one shape with ``VECTOR`` contiguous words (a 16-byte
+  store) innermost, so both get the same thread layout: vector loads of code bytes, 16-byte
+  stores, no gather and no shuffle through shared memory;
+- one scale per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
+  and a ``[BLOCK_R, BLOCK_G, 1, 1]`` scale tile is loaded and decoded once per group and
+  broadcast. Where a group is not a power-of-two number of words (int groups of 5, 7, ...),
+  ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
+- fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
+  and E4M3 sign and magnitude placed so that they read as a fixed power of two times the value;
+  integers as offset binary in the mantissa of 2^23), never a float8 cast, which the interpreter
+  gets wrong, nor an int-to-float conversion, which runs at a quarter of the integer rate;
+- 16-bit outputs are kept in the upper half of an int32 until two are packed into a word (one
+  byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
+  which the compiler folds into one shift-and-add;
+- NaN rules (below) cost a test and a select per element only where the format lets a NaN
+  appear; what depends only on the scale (its NaN's bits) is computed per group.
 
 Exactness rules (DESIGN.md, "Facts for kernel authors"):
-- codes and scales are decoded from their bits (E2M1, E4M3, E8M0 and two's complement fields)
-  by integer arithmetic and exact multiplies by powers of two: no float8 cast, which the
-  interpreter gets wrong;
-- it is a streaming kernel, so what costs is instructions per element: the NaN rules below are
-  applied only where the format lets a NaN appear (constexpr flags), and decodes are a shift
-  and a multiply instead of a field-by-field rebuild;
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor
   scale first), rounded once; the kernel does the same multiplies. Where a product is NaN it
   writes the NaN the reference's CPU arithmetic gives, since the GPU's own NaN is
@@ -23,8 +34,10 @@ Exactness rules (DESIGN.md, "Facts for kernel authors"):
 - outputs are stored as integer bits: float16 by the hardware's round-to-nearest-even cast with
   NaN as torch's CPU conversion writes it (sign, quiet bit and the payload's top 9 bits);
   bfloat16 rounded to nearest-even in integer arithmetic (the interpreter truncates casts) with
-  NaN as ``0xFFFF`` (torch's vectorized CPU conversion);
-- launches pass ``enable_fp_fusion=False`` (there is nothing to contract; it keeps the rule).
+  NaN as ``0xFFFF`` (torch's vectorized CPU conversion). MXFP4 products (an E2M1 value, at most
+  two significant bits, times a power of two, within float32's exponent range) are exact in
+  bfloat16, so there the conversion is a truncation;
+- launches pass ``enable_fp_fusion=False`` (the decode's multiplies must not contract).
 """
 
 from __future__ import annotations
@@ -43,26 +56,29 @@ OUT_FLOAT32 = tl.constexpr(int(OutKind.FLOAT32))
 OUT_FLOAT16 = tl.constexpr(int(OutKind.FLOAT16))
 TWO_POW_126 = tl.constexpr(2.0**126)
 TWO_POW_120 = tl.constexpr(2.0**120)
+TWO_POW_23 = tl.constexpr(2.0**23)
+QUIET = tl.constexpr(0x400000)
+
+
+def _int32(bits: int) -> tl.constexpr:
+    """A 32-bit pattern as the int32 constant Triton needs (0x80000000 and up are negative)."""
+    return tl.constexpr(bits - (1 << 32) if bits >= 1 << 31 else bits)
+
+
+X86_DEFAULT_NAN = _int32(0xFFC00000)  # what x86 gives for 0 * inf
+SIGN = _int32(0x80000000)
+UPPER_HALF = _int32(0xFFFF0000)
+E4M3_FIELDS = _int32(0x87F00000)  # sign, and a shifted E4M3 magnitude (see _e4m3)
+E2M1_FIELDS = _int32(0x81C00000)  # sign, and a shifted E2M1 magnitude (see _value)
 
 
 @triton.jit
-def _e2m1_bits(field):
-    """float32 bits of an E2M1 code (sign, 2 exponent bits, 1 mantissa bit; bias 1): 0, 0.5, 1,
-    1.5, 2, 3, 4, 6, with the sign of a zero kept (code 8 is -0.0). The magnitude's 3 bits put at
-    float32 bits 24-22 read as 2^-126 times the value, the subnormal 0.5 included (2^-127); one
-    exact multiply by 2^126 rebiases it (cheaper than decoding the fields)."""
-    magnitude = ((field & 7) << 22).to(tl.float32, bitcast=True) * TWO_POW_126
-    return magnitude.to(tl.int32, bitcast=True) | ((field & 8) << 28)
-
-
-@triton.jit
-def _e4m3_bits(byte):
-    """float32 bits of an E4M3 (e4m3fn) code: bias 7, subnormals m * 2^-9, no inf, NaN for
-    S.1111.111 widened as torch widens it (sign kept, mantissa bits on top: 0x7FF00000). As for
-    E2M1, the 7 magnitude bits at float32 bits 26-20 are 2^-120 times the value."""
-    magnitude = ((byte & 0x7F) << 20).to(tl.float32, bitcast=True) * TWO_POW_120
-    magnitude = tl.where((byte & 0x7F) == 0x7F, 0x7FF00000, magnitude.to(tl.int32, bitcast=True))
-    return magnitude | ((byte & 0x80) << 24)
+def _e4m3(code):
+    """The float32 value of an E4M3 (e4m3fn) code sign-extended from 8 bits, NaN codes left to
+    the caller (they give 480, which no other code does): bias 7, subnormals m * 2^-9. Shifted 20
+    bits up, the 7 magnitude bits sit at float32 bits 26-20, reading as 2^-120 times the value,
+    and the sign's copies fill bits 31-27, of which the mask keeps bit 31."""
+    return ((code << 20) & E4M3_FIELDS).to(tl.float32, bitcast=True) * TWO_POW_120
 
 
 @triton.jit
@@ -73,85 +89,178 @@ def _e8m0_bits(code):
 
 
 @triton.jit
-def _product_bits(a_bits, b_bits, A_MAY_BE_NAN: tl.constexpr, B_MAY_BE_SPECIAL: tl.constexpr):
-    """float32 bits of ``a * b`` (one rounding; ``b`` is the scale), with the NaN the reference
-    writes on an x86 CPU (see above). What the format rules out is not checked:
-    ``B_MAY_BE_SPECIAL`` (a float32 or E4M3 scale: NaN or inf possible) takes the whole rule;
-    else ``b`` is a finite nonzero power of two and only a NaN ``a`` makes a NaN."""
-    a = a_bits.to(tl.float32, bitcast=True)
-    b = b_bits.to(tl.float32, bitcast=True)
-    bits = (a * b).to(tl.int32, bitcast=True)
-    if B_MAY_BE_SPECIAL:
-        nan = tl.where(b != b, b_bits | 0x400000, tl.where(a != a, a_bits | 0x400000, -4194304))
-        return tl.where((bits & 0x7FFFFFFF) > 0x7F800000, nan, bits)
-    elif A_MAY_BE_NAN:
-        return tl.where(a != a, a_bits | 0x400000, bits)
+def _scale(raw, tensor_scale_ptr, FORMAT: tl.constexpr):
+    """A group's scale as float32 and, for scales that may be NaN or infinite, the bits of the
+    NaN its products take (the scale's, quieted; else ``0 * inf``'s): the reference's x86 rule
+    with the code side never NaN (E2M1 and integer codes have no NaN)."""
+    if FORMAT == INT_GROUPED:
+        scale = raw
+    elif FORMAT == NVFP4:
+        code = raw.to(tl.int8, bitcast=True).to(tl.int32)
+        block = tl.where((code & 0x7F) == 0x7F, (code << 24) | 0x7FF00000,
+                         _e4m3(code).to(tl.int32, bitcast=True))
+        tensor_bits = tl.load(tensor_scale_ptr).to(tl.int32, bitcast=True)
+        block_f = block.to(tl.float32, bitcast=True)
+        tensor = tensor_bits.to(tl.float32, bitcast=True)
+        product = (block_f * tensor).to(tl.int32, bitcast=True)
+        nan = tl.where(tensor != tensor, tensor_bits | QUIET,
+                       tl.where(block_f != block_f, block | QUIET, X86_DEFAULT_NAN))
+        scale = tl.where((product & 0x7FFFFFFF) > 0x7F800000, nan, product)
+        scale = scale.to(tl.float32, bitcast=True)
     else:
-        return bits
+        scale = _e8m0_bits(raw.to(tl.int32)).to(tl.float32, bitcast=True)
+    bits = scale.to(tl.int32, bitcast=True)
+    nan = tl.where(scale != scale, bits | QUIET, X86_DEFAULT_NAN)
+    return scale, nan
 
 
 @triton.jit
-def _output_bits(bits, OUT_KIND: tl.constexpr, MAY_BE_NAN: tl.constexpr):
-    """What to store for float32 ``bits`` in the output dtype (int32, or int16 for 16-bit)."""
-    if OUT_KIND == OUT_FLOAT32:
-        return bits
-    elif OUT_KIND == OUT_FLOAT16:
-        half = bits.to(tl.float32, bitcast=True).to(tl.float16).to(tl.int16, bitcast=True)
-        if MAY_BE_NAN:
-            nan = (((bits >> 16) & 0x8000) | 0x7E00 | ((bits >> 13) & 0x3FF)).to(tl.int16)
-            half = tl.where((bits & 0x7FFFFFFF) > 0x7F800000, nan, half)
-        return half
+def _value(code, FORMAT: tl.constexpr, BITS: tl.constexpr):
+    """The float32 value of a ``BITS``-wide field in the low bits of ``code`` (a byte sign-extended
+    and shifted: higher bits hold other fields or the sign's copies), exact. E4M3 NaN codes give
+    a finite value; ``_field`` overrides them."""
+    if FORMAT == INT_GROUPED:
+        # two's complement -> offset binary x = field ^ sign bit, read as 2^23 + x: exact, and
+        # no int-to-float conversion (one 32-bit xor does both: the field is below 2^BITS)
+        sign: tl.constexpr = 1 << (BITS - 1)
+        offset = (code & ((1 << BITS) - 1)) ^ (0x4B000000 | sign)
+        return offset.to(tl.float32, bitcast=True) - (TWO_POW_23 + sign)
+    elif FORMAT == MXFP8:
+        return _e4m3(code)
     else:
-        wide = bits.to(tl.uint32, bitcast=True)
-        rounded = ((wide + (0x7FFF + ((wide >> 16) & 1))) >> 16).to(tl.int32)
-        if MAY_BE_NAN:
-            rounded = tl.where((bits & 0x7FFFFFFF) > 0x7F800000, 0xFFFF, rounded)
-        return rounded.to(tl.int16)  # the low 16 bits
+        # E2M1 (sign, 2 exponent bits, 1 mantissa bit; bias 1): shifted so that the sign lands
+        # on bit 31, copied by the arithmetic shift into bits 30-25 and masked off there, leaving
+        # the 3 magnitude bits at float32 bits 24-22: 2^-126 times the value, 0.5 included
+        bits = ((code << 28) >> 6) & E2M1_FIELDS
+        return bits.to(tl.float32, bitcast=True) * TWO_POW_126
+
+
+@triton.jit
+def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr):
+    """The bits of ``value(code) * scale`` in the output dtype: float32 bits, or a 16-bit float's
+    in the upper half of an int32 (the lower half is not cleared: ``_word`` moves halves)."""
+    value = _value(code, FORMAT, BITS)
+    product = value * scale
+    bits = product.to(tl.int32, bitcast=True)
+    if FORMAT == MXFP4:
+        is_nan = False  # E2M1 times a finite power of two
+    elif FORMAT == MXFP8:
+        # the NaN codes S.1111.111 (decoded as 480): the code's NaN widened (0x7FF00000, signed)
+        is_nan = tl.abs(value) == 480.0
+        nan = (code << 24) | 0x7FF00000
+    else:
+        is_nan = product != product
+    if OUT_KIND == OUT_FLOAT32:
+        out = bits
+        if FORMAT != MXFP4:
+            out = tl.where(is_nan, nan, out)
+    elif OUT_KIND == OUT_FLOAT16:
+        out = product.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) << 16
+        if FORMAT != MXFP4:
+            nan16 = (nan & SIGN) | 0x7E000000 | ((nan << 3) & 0x03FF0000)
+            out = tl.where(is_nan, nan16, out)
+    elif FORMAT == MXFP4:
+        out = bits  # exact in bfloat16: see the module docstring
+    else:
+        # to nearest, ties to even, at bit 16 (the upper half is the bfloat16): + 0x7FFF and
+        # the kept part's lowest bit, bit 16, here the high word of (bits << 15) * 2 (a shift
+        # and a mask would be two more integer instructions)
+        lsb = tl.umulhi((bits << 15).to(tl.uint32, bitcast=True), 2).to(tl.int32, bitcast=True)
+        out = bits + 0x7FFF + lsb
+        out = tl.where(is_nan, UPPER_HALF, out)  # bfloat16 0xFFFF
+    return out
+
+
+@triton.jit
+def _word(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr,
+          FIELDS: tl.constexpr):
+    """``FIELDS`` outputs from consecutive fields of ``code``, packed into one integer, the
+    first output in the lowest bits."""
+    first = _field(code, scale, nan, FORMAT, BITS, OUT_KIND)
+    if FIELDS > 1:
+        second = _field(code >> BITS, scale, nan, FORMAT, BITS, OUT_KIND)
+    if OUT_KIND == OUT_FLOAT32 and FIELDS == 1:
+        word = first
+    elif OUT_KIND == OUT_FLOAT32:
+        word = first.to(tl.uint32, bitcast=True).to(tl.int64) | (second.to(tl.int64) << 32)
+    elif FIELDS == 1:
+        word = (first >> 16).to(tl.int16)
+    else:
+        # the two upper halves: one byte permute
+        word = ((first.to(tl.uint32, bitcast=True) >> 16)
+                | (second & UPPER_HALF).to(tl.uint32, bitcast=True)).to(tl.int32, bitcast=True)
+        if FIELDS == 4:
+            third = _field(code >> (2 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
+            fourth = _field(code >> (3 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
+            high = ((third.to(tl.uint32, bitcast=True) >> 16)
+                    | (fourth & UPPER_HALF).to(tl.uint32, bitcast=True))
+            word = word.to(tl.uint32, bitcast=True).to(tl.int64) | (high.to(tl.int64) << 32)
+    return word
 
 
 @triton.jit
 def unpack_kernel(
     codes_ptr, scale_ptr, tensor_scale_ptr, out_ptr,
-    rows, cols, codes_row_stride, codes_col_stride, scale_row_stride, scale_col_stride,
+    rows, words, codes_row_stride, codes_col_stride, scale_row_stride, scale_col_stride,
     FORMAT: tl.constexpr, BITS: tl.constexpr, GROUP: tl.constexpr, OUT_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    FIELDS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_G: tl.constexpr,
+    GROUP_WORDS: tl.constexpr, VECTOR: tl.constexpr, SCALE_PER_WORD: tl.constexpr,
 ):
-    """``out[r, c] = value(code[r, c]) * scale[r, c // GROUP]`` for a ``[BLOCK_R, BLOCK_C]`` tile.
+    """Words ``[r, w]`` of the ``(rows, words)`` output, ``BLOCK_R`` rows by ``BLOCK_G`` groups of
+    ``GROUP_WORDS`` words per program: word ``w`` holds outputs ``w * FIELDS ...`` in its
+    low-to-high bits.
 
     Fields are ``BITS`` wide, element ``j`` of a byte at bit offset ``j * BITS`` (the first element
-    in the lowest bits); ``tensor_scale_ptr`` is read only for NVFP4 (callers pass any pointer
-    otherwise). ``out`` is contiguous; codes and scales are read through their strides.
+    in the lowest bits); output ``i`` is scaled by ``scale[r, i // GROUP]`` (a word never spans
+    two groups: ``FIELDS`` divides ``GROUP``); ``tensor_scale_ptr`` is read only for NVFP4.
+    ``out`` is contiguous; codes and scales are read through their strides.
+
+    The tile's dimensions are ``[GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]``, ``VECTOR``
+    words being one 16-byte store. Triton gives each load and store a thread layout from its own
+    pointers' contiguity: with ``VECTOR`` contiguous code bytes and words innermost, both get the
+    same one (a flat group dimension would give a byte load 16 per thread and a shuffle through
+    shared memory). It orders the other dimensions, equally non-contiguous, by their index, so
+    a warp's lanes walk the group's vectors, then groups, then rows: one contiguous 512-byte span
+    per warp store (rows first, measured, spread a warp's stores over 17-26 KB).
     """
-    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    valid = (r < rows)[:, None] & (c < cols)[None, :]
-    r64 = r.to(tl.int64)[:, None]
     PER_BYTE: tl.constexpr = 8 // BITS
-    byte = tl.load(codes_ptr + r64 * codes_row_stride + (c // PER_BYTE * codes_col_stride)[None, :],
-                   mask=valid, other=0).to(tl.int32)
-    if BITS == 8:
-        field = byte
-    else:
-        field = (byte >> ((c % PER_BYTE) * BITS)[None, :]) & ((1 << BITS) - 1)
-    scale_offsets = r64 * scale_row_stride + (c // GROUP * scale_col_stride)[None, :]
+    WORDS_PER_BYTE: tl.constexpr = PER_BYTE // FIELDS
+    WORD_BITS: tl.constexpr = FIELDS * (32 if OUT_KIND == OUT_FLOAT32 else 16)
+    # a 1-D grid, rows outer: the y dimension's 65535 programs would cap rows or columns
+    col_programs = tl.cdiv(words, BLOCK_G * GROUP_WORDS)
+    r = tl.program_id(0) // col_programs * BLOCK_R + tl.arange(0, BLOCK_R)
+    g = tl.program_id(0) % col_programs * BLOCK_G + tl.arange(0, BLOCK_G)
+    # dimensions [GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]: see the docstring
+    r64 = r.to(tl.int64)[None, None, :, None]
+    row_valid = (r < rows)[None, None, :, None]
+    group_w = g[None, :, None, None] * GROUP_WORDS  # a group's first word
+    w = (group_w + tl.arange(0, GROUP_WORDS // VECTOR)[:, None, None, None] * VECTOR
+         + tl.arange(0, VECTOR)[None, None, None, :])
+    valid = row_valid & (w < words)
+    byte = tl.load(codes_ptr + r64 * codes_row_stride + (w // WORDS_PER_BYTE) * codes_col_stride,
+                   mask=valid, other=0)
     if FORMAT == INT_GROUPED:
-        sign: tl.constexpr = 1 << (BITS - 1)
-        value = ((field ^ sign) - sign).to(tl.float32).to(tl.int32, bitcast=True)
-        scale = tl.load(scale_ptr + scale_offsets, mask=valid, other=0.0)
-        scale = scale.to(tl.int32, bitcast=True)
-    elif FORMAT == NVFP4:
-        value = _e2m1_bits(field)
-        block = _e4m3_bits(tl.load(scale_ptr + scale_offsets, mask=valid, other=0).to(tl.int32))
-        tensor = tl.load(tensor_scale_ptr).to(tl.int32, bitcast=True)
-        scale = _product_bits(block, tensor, True, True)
+        code = byte.to(tl.int32)
     else:
-        if FORMAT == MXFP8:
-            value = _e4m3_bits(field)
-        else:
-            value = _e2m1_bits(field)
-        scale = _e8m0_bits(tl.load(scale_ptr + scale_offsets, mask=valid, other=0).to(tl.int32))
-    # E8M0 scales are finite nonzero powers of two; only E4M3 codes can be NaN
-    special_scale: tl.constexpr = FORMAT == INT_GROUPED or FORMAT == NVFP4
-    bits = _product_bits(value, scale, FORMAT == MXFP8, special_scale)
-    out = _output_bits(bits, OUT_KIND, FORMAT != MXFP4)
-    tl.store(out_ptr + r64 * cols + c[None, :], out, mask=valid)
+        code = byte.to(tl.int8, bitcast=True).to(tl.int32)  # the sign's copies above bit 7
+    if WORDS_PER_BYTE > 1:
+        code = code >> ((w % WORDS_PER_BYTE) * (FIELDS * BITS))
+    # the first word a scale covers: each word's, or the group's, broadcast over the group's
+    # vectors (a [.., 1]-shaped tile then gets the words' thread layout: no shuffle between them)
+    if SCALE_PER_WORD:
+        scale_w = w
+    else:
+        scale_w = group_w + tl.zeros([GROUP_WORDS // VECTOR, 1, 1, 1], tl.int32)
+    scale_raw = tl.load(scale_ptr + r64 * scale_row_stride
+                        + (scale_w * FIELDS // GROUP) * scale_col_stride,
+                        mask=row_valid & (scale_w < words), other=0)
+    scale, nan = _scale(scale_raw, tensor_scale_ptr, FORMAT)
+    word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS)
+    # the output, typed by its dtype, as words (no host-side view: one call less per launch)
+    if WORD_BITS == 16:
+        words_ptr = out_ptr.to(tl.pointer_type(tl.int16))
+    elif WORD_BITS == 32:
+        words_ptr = out_ptr.to(tl.pointer_type(tl.int32))
+    else:
+        words_ptr = out_ptr.to(tl.pointer_type(tl.int64))
+    tl.store(words_ptr + r64 * words + w, word, mask=valid)

@@ -1,18 +1,31 @@
 """From an unpack slot's arguments to the kernel's configuration (no triton here: cheap to import).
 
-Each ``plan_<slot>`` runs the reference's own argument checks (``libreyolo.quant.packing``'s
-``check_unpack_*``: the same TypeError and ValueError) and describes the work as an
-``UnpackPlan``, which the provider's ``accepts`` hands to the call (``libreyolo.kernels.prepared``)
-so an input is checked and planned once. Planning reads no tensor data and copies nothing: float8
-tensors are reinterpreted as their bytes (``Tensor.view``, no copy), so the kernel reads bits and
-never casts float8 (DESIGN.md: the interpreter's fp8 casts are wrong, and triton 3.6 miscompiles
-some fp8 bitcasts).
+``plan(slot, *args, **kwargs)`` runs the reference's own argument checks
+(``libreyolo.quant.packing``'s ``check_unpack_*``: the same TypeError and ValueError) and
+describes the work as an ``UnpackPlan``, which the provider's ``accepts`` hands to the call
+(``libreyolo.kernels.prepared``) so an input is checked and planned once. Planning reads no
+tensor data and copies nothing: float8 tensors are reinterpreted as their bytes (``Tensor.view``,
+no copy), so the kernel reads bits and never casts float8 (DESIGN.md: the interpreter's fp8 casts
+are wrong, and triton 3.6 miscompiles some fp8 bitcasts).
+
+Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
+layouts and by the other arguments, types included. That description is the key of a cache of
+``Work``: the checks that passed, the tiling, the reason a layout or device is declined, and the
+compiled kernels the launcher keeps on it. A call whose description was seen before checks
+nothing again and runs no planning code: the checks are pure functions of the description, so
+they would pass again. Only what can change between equal descriptions is decided per call:
+graph capture and grad mode here, the pointers' alignment (which Triton specializes on) in the
+launcher. While a graph is captured the arguments are only checked: the kernel declines anyway,
+and sizes may be traced or symbolic values that must not become cache keys.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
+from typing import NamedTuple
 
 import torch
 
@@ -42,73 +55,187 @@ class OutKind(IntEnum):
         return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
+#: Output bytes one program writes: 32 KB (16K bfloat16 or 8K float32 outputs, 64 or 32 per
+#: thread at eight warps) keeps enough bytes in flight per SM and amortizes a program's index and
+#: scale work; smaller outputs get smaller tiles, down to 4 KB (one 16-byte store per thread), so
+#: that they still spread over ``MIN_PROGRAMS`` programs (an H200 has 132 SMs).
+TILE_BYTES = 32768
+MIN_TILE_BYTES = 4096
+MIN_PROGRAMS = 256
+NUM_WARPS = 8
+
+
 @dataclass(frozen=True, slots=True)
-class UnpackPlan(Prepared):
-    """One unpack: ``rows x in_features`` outputs of ``dtype`` from ``bits``-wide fields of
-    ``codes`` (uint8), one ``scale`` per ``group`` inputs of a row (uint8 for E4M3 / E8M0 scales,
-    float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``."""
+class Tiling:
+    """How the kernel covers the output: ``words`` words of ``fields`` outputs per row; a program
+    per ``block_r`` rows by ``block_g`` scale groups of ``group_words`` words (or, with
+    ``scale_per_word``, by one row piece of ``group_words`` words with a scale load per word),
+    in stores of ``vector`` words; ``programs`` of them on a 1-D grid."""
+
+    fields: int
+    words: int
+    block_r: int
+    block_g: int
+    group_words: int
+    vector: int
+    scale_per_word: bool
+    programs: int
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
+           dtype: torch.dtype) -> Tiling:
+    """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
+    that divides the row and the group, so that words are stored whole and share one scale;
+    groups of a power-of-two number of words become the tile's middle dimension."""
+    out_bits = 32 if dtype == torch.float32 else 16
+    tile_bytes = min(TILE_BYTES, max(MIN_TILE_BYTES, _next_power_of_2(
+        rows * in_features * out_bits // 8 // MIN_PROGRAMS)))
+    per_byte = 8 // bits
+    fields = next(f for f in (4, 2, 1) if f <= per_byte and f * out_bits <= 64
+                  and in_features % f == 0 and group % f == 0)
+    words = in_features // fields
+    tile_words = max(1, tile_bytes * 8 // (fields * out_bits))
+    group_words = group // fields
+    scale_per_word = group_words & (group_words - 1) != 0 or group_words > tile_words
+    if scale_per_word:
+        block_g, group_words = 1, min(_next_power_of_2(words), tile_words)
+    else:
+        block_g = min(_next_power_of_2(-(-words // group_words)), tile_words // group_words)
+    block_r = max(1, min(_next_power_of_2(rows), tile_words // (block_g * group_words)))
+    programs = -(-rows // block_r) * -(-words // (block_g * group_words))
+    vector = min(128 // (fields * out_bits), group_words)  # words per 16-byte store
+    return Tiling(fields, words, block_r, block_g, group_words, vector, scale_per_word, programs)
+
+
+@dataclass(eq=False, slots=True)
+class Work:
+    """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
+    of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
+    its tiling, the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes
+    it) and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
+    constants); the reason the kernel declines it whatever the call (or None); whether it runs
+    under the interpreter; and the compiled kernels the launcher keeps for it, by the alignment
+    of its pointers."""
 
     fmt: Format
-    codes: torch.Tensor
-    scale: torch.Tensor
-    tensor_scale: torch.Tensor | None
     bits: int
     group: int
     rows: int
     in_features: int
     dtype: torch.dtype
+    device: torch.device
+    tiling: Tiling
+    grid: tuple[int, int, int]
+    kernel_args: tuple
+    declined: str | None
+    interpreted: bool
+    compiled: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class UnpackPlan(Prepared):
+    """One call's unpack: its ``Work`` and tensors: ``codes`` (uint8), ``scale`` (uint8 for E4M3
+    and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``; or, while
+    a graph is ``captured`` (the decline reason), the checked arguments and no ``Work``."""
+
+    work: Work | None
+    codes: torch.Tensor
+    scale: torch.Tensor
+    tensor_scale: torch.Tensor | None
+    captured: str | None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(t for t in (self.codes, self.scale, self.tensor_scale) if t is not None)
 
 
-def plan_unpack_int_grouped(codes, scale, bits, group_size, in_features,
-                            dtype=torch.float32) -> UnpackPlan:
-    bits, group_size, in_features = packing.check_unpack_int_grouped(
-        codes, scale, bits, group_size, in_features, dtype)
-    return UnpackPlan(Format.INT_GROUPED, codes, scale, None, bits, group_size, codes.shape[0],
-                      in_features, dtype)
+# Each slot's arguments in the reference's order, defaults applied (the reference's signature).
+def _int_grouped(codes, scale, bits, group_size, in_features, dtype=torch.float32):
+    return codes, scale, None, (bits, group_size, in_features, dtype)
 
 
-def plan_unpack_nvfp4(codes, block_scale, tensor_scale, in_features,
-                      dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype)
-    return UnpackPlan(Format.NVFP4, codes, block_scale.view(torch.uint8), tensor_scale, 4,
-                      NVFP4_BLOCK_SIZE, codes.shape[0], in_features, dtype)
+def _nvfp4(codes, block_scale, tensor_scale, in_features, dtype=torch.float32):
+    return codes, block_scale, tensor_scale, (in_features, dtype)
 
 
-def plan_unpack_mxfp4(codes, scale, in_features, dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_mxfp4(codes, scale, in_features, dtype)
-    return UnpackPlan(Format.MXFP4, codes, scale, None, 4, MX_BLOCK_SIZE, codes.shape[0],
-                      in_features, dtype)
+def _mxfp4(codes, scale, in_features, dtype=torch.float32):
+    return codes, scale, None, (in_features, dtype)
 
 
-def plan_unpack_mxfp8(codes, scale, dtype=torch.float32) -> UnpackPlan:
-    in_features = packing.check_unpack_mxfp8(codes, scale, dtype)
-    return UnpackPlan(Format.MXFP8, codes.view(torch.uint8), scale, None, 8, MX_BLOCK_SIZE,
-                      codes.shape[0], in_features, dtype)
+def _mxfp8(codes, scale, dtype=torch.float32):
+    return codes, scale, None, (dtype,)
 
 
-PLANNERS = {
-    "unpack_int_grouped": plan_unpack_int_grouped,
-    "unpack_nvfp4": plan_unpack_nvfp4,
-    "unpack_mxfp4": plan_unpack_mxfp4,
-    "unpack_mxfp8": plan_unpack_mxfp8,
+def _check_int_grouped(codes, scale, tensor_scale, others) -> tuple:
+    bits, group_size, in_features = packing.check_unpack_int_grouped(codes, scale, *others)
+    return Format.INT_GROUPED, bits, group_size, in_features
+
+
+def _check_nvfp4(codes, block_scale, tensor_scale, others) -> tuple:
+    in_features = packing.check_unpack_nvfp4(codes, block_scale, tensor_scale, *others)
+    return Format.NVFP4, 4, NVFP4_BLOCK_SIZE, in_features
+
+
+def _check_mxfp4(codes, scale, tensor_scale, others) -> tuple:
+    return Format.MXFP4, 4, MX_BLOCK_SIZE, packing.check_unpack_mxfp4(codes, scale, *others)
+
+
+def _check_mxfp8(codes, scale, tensor_scale, others) -> tuple:
+    return Format.MXFP8, 8, MX_BLOCK_SIZE, packing.check_unpack_mxfp8(codes, scale, *others)
+
+
+def _nvfp4_bytes(codes, block_scale):
+    return codes, block_scale.view(torch.uint8)
+
+
+def _mxfp8_bytes(codes, scale):
+    return codes.view(torch.uint8), scale
+
+
+class SlotPlanner(NamedTuple):
+    """How a slot's call is planned: ``bind`` its arguments in the reference's order (codes,
+    scale, tensor scale, the rest), ``check`` them with the reference's checks (the format, field
+    bits, group and in_features they decide), and reinterpret float8 tensors ``as_bytes`` (a
+    view: no copy) once the checks made sure of their dtypes."""
+
+    bind: Callable
+    check: Callable
+    as_bytes: Callable | None
+
+
+SLOTS = {
+    "unpack_int_grouped": SlotPlanner(_int_grouped, _check_int_grouped, None),
+    "unpack_nvfp4": SlotPlanner(_nvfp4, _check_nvfp4, _nvfp4_bytes),
+    "unpack_mxfp4": SlotPlanner(_mxfp4, _check_mxfp4, None),
+    "unpack_mxfp8": SlotPlanner(_mxfp8, _check_mxfp8, _mxfp8_bytes),
 }
+#: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
+MAX_CACHED = 4096
+_CACHE: dict[tuple, Work] = {}
+_STRIDED = torch.strided
 
 
-def decline_reason(plan: UnpackPlan) -> str | None:
-    """Why the kernel will not take this (already checked) input, or None."""
-    captured = capture_reason()
-    if captured is not None:
-        return captured
-    tensors = plan.tensors()
+def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dtype, codes, scale,
+          tensor_scale) -> Work:
+    rows = codes.shape[0]
+    tiles = tiling(fmt, bits, group, rows, in_features, dtype)
+    kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
+                   int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
+                   tiles.group_words, tiles.vector, tiles.scale_per_word)
+    tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
+    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, tiles,
+                (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting())
+
+
+def _static_decline(tensors: tuple) -> str | None:
+    """Why the kernel declines these tensors whatever the call (layout, devices), or None."""
     sparse = next((t for t in tensors if t.layout != torch.strided), None)
     if sparse is not None:
         return f"a {sparse.layout} tensor: the kernel reads strided (dense) tensors"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
-    device = plan.codes.device
+    device = tensors[0].device
     if any(t.device != device for t in tensors):
         return "codes and scales are on different devices (the reference reports it)"
     if interpreting() and device.type != "cpu":
@@ -116,3 +243,56 @@ def decline_reason(plan: UnpackPlan) -> str | None:
     if not interpreting() and device.type != "cuda":
         return f"codes are on {device}: the compiled kernel needs CUDA tensors"
     return None
+
+
+def _describe(arg) -> tuple:
+    """What the checks, the decline and the kernel's specialization depend on, of one argument."""
+    if isinstance(arg, torch.Tensor):
+        if arg.layout is not _STRIDED:
+            return (arg.dtype, arg.shape, arg.layout, arg.device)
+        return (arg.dtype, arg.shape, arg.stride(), arg.device)
+    return (type(arg), arg)  # the type too: 4, 4.0 and True hash alike and check differently
+
+
+def plan(slot: str, *args, **kwargs) -> UnpackPlan:
+    """The checked and planned unpack of these arguments; raises the reference's errors.
+
+    While a graph is captured the kernel declines whatever the input, so the arguments are
+    checked and nothing is planned (their sizes may be symbolic or traced values)."""
+    bind, check, as_bytes = SLOTS[slot]
+    codes, scale, tensor_scale, others = bind(*args, **kwargs)
+    captured = capture_reason()
+    if captured is not None:
+        check(codes, scale, tensor_scale, others)
+        return UnpackPlan(None, codes, scale, tensor_scale, captured)
+    try:
+        key = (slot, _describe(codes), _describe(scale), _describe(tensor_scale),
+               *map(_describe, others), interpreting())
+        work = _CACHE.get(key)
+    except TypeError:  # an unhashable argument: the checks reject it
+        key = work = None
+    if work is None:
+        work = _work(*check(codes, scale, tensor_scale, others), others[-1], codes, scale,
+                     tensor_scale)
+        if key is not None:
+            if len(_CACHE) >= MAX_CACHED:
+                _CACHE.clear()
+            _CACHE[key] = work
+    if as_bytes is not None:
+        codes, scale = as_bytes(codes, scale)
+    return UnpackPlan(work, codes, scale, tensor_scale, None)
+
+
+def decline_reason(plan: UnpackPlan) -> str | None:
+    """Why the kernel will not take this (already checked) input, or None."""
+    if plan.captured is not None:
+        return plan.captured
+    tensor_scale = plan.tensor_scale
+    if torch.is_grad_enabled() and (plan.scale.requires_grad or plan.codes.requires_grad or (
+            tensor_scale is not None and tensor_scale.requires_grad)):
+        return "a scale requires grad: the kernel has no backward (the reference keeps autograd)"
+    return plan.work.declined
+
+
+#: The planner of each slot, with the reference's signature.
+PLANNERS = {slot: partial(plan, slot) for slot in SLOTS}

@@ -13,6 +13,7 @@ which ``dispatch`` hands to the call as ``prepared``; a direct call plans for it
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -28,6 +29,15 @@ SOURCES = tuple(str(_HERE / f) for f in (
     "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", Path(__file__).name))
 
 
+@cache
+def _launcher():
+    """The launcher, imported (with triton) when a kernel first runs, then kept: an import
+    statement in every call costs about a microsecond."""
+    from .unpack_launch import run
+
+    return run
+
+
 def _implementation(slot: str):
     planner = PLANNERS[slot]
 
@@ -36,9 +46,7 @@ def _implementation(slot: str):
         return decline_reason(plan) or plan
 
     def run(*args, prepared: UnpackPlan | None = None, **kwargs) -> torch.Tensor:
-        from .unpack_launch import run as launch  # imports triton: only when a kernel runs
-
-        return launch(prepared if prepared is not None else planner(*args, **kwargs))
+        return _launcher()(prepared if prepared is not None else planner(*args, **kwargs))
 
     accepts.__qualname__ = f"accepts_{slot}"
     run.__qualname__ = run.__name__ = f"triton_{slot}"
