@@ -1,6 +1,7 @@
 """pytest in a fresh process, for what cannot share this one: the Triton interpreter (read when a
 kernel is decorated), a third party's plugin, a usage error to observe. xdist's worker variables
-and TRITON_INTERPRET are not inherited; ``env`` adds to the environment."""
+and TRITON_INTERPRET are not inherited; ``env`` adds to the environment. Nor is standard input:
+inside an xdist worker it is the worker's channel to its controller."""
 
 from __future__ import annotations
 
@@ -17,4 +18,4 @@ def run_pytest(root: Path, *args: str, env: dict | None = None,
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                           cwd=root, env=environment, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          stdin=subprocess.DEVNULL, timeout=timeout, check=False)

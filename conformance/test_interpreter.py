@@ -4,6 +4,7 @@ interpreted and compiled kernels cannot share one), merged into this run's matri
 `interpreter` — which never counts as CUDA conformance."""
 
 import importlib.util
+import os
 
 import pytest
 
@@ -17,10 +18,21 @@ SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py")
 
 def interpreter_command(config, matrix_path) -> list[str]:
     command = [*SUITE, "--interpreter", "-q", "--matrix", str(matrix_path),
-               "--profile", config.getoption("profile"), "--seed", str(config.getoption("seed"))]
+               "--profile", config.getoption("profile"), "--seed", str(config.getoption("seed")),
+               *_workers()]
     if config.getoption("impl"):
         command += ["--impl", config.getoption("impl")]
     return command + plugin_args(config)
+
+
+def _workers() -> list[str]:
+    """As many xdist workers as this run has: the interpreted cells are the longest test of a
+    CPU run (~270 s of 455 on CI's two cores, serially), and the run's other workers finish long
+    before it, so it takes their cores when they are done (the cells are independent)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2 or importlib.util.find_spec("xdist") is None:
+        return []
+    return ["-n", str(workers)]
 
 
 def test_interpreter_matrix(run_options, record_cell, request, tmp_path):

@@ -4,17 +4,15 @@ The host does no more than allocate the output and launch: no copy of the packed
 are read through their strides), no read of device data, so a call is safe under CUDA-graph
 capture once its kernel is compiled.
 
-Triton's launcher (``JITFunction.run``: binding the arguments, computing their specialization
-and the cache key) was about half of a call's host time (docs/performance.md). Everything it
-decides is fixed by the plan's ``Work`` (dtypes, shapes, strides, constants) plus the pointers'
-16-byte alignment, so the compiled kernel it returns is kept on the ``Work`` by alignment and
-later calls launch it directly. Under the interpreter every call goes through Triton.
+The launch goes through ``libreyolo.kernels.triton_launch``, which relaunches the kernel
+compiled for the same specialization without Triton's per-call bookkeeping.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...triton_launch import launch
 from .unpack_kernels import unpack_kernel
 from .unpack_plan import NUM_WARPS, UnpackPlan
 
@@ -28,17 +26,6 @@ def run(plan: UnpackPlan) -> torch.Tensor:
         return out
     codes, scale = plan.codes, plan.scale
     tensor_scale = plan.tensor_scale if plan.tensor_scale is not None else scale
-    if work.interpreted:
-        unpack_kernel[grid](codes, scale, tensor_scale, out, *work.kernel_args,
-                            num_warps=NUM_WARPS, enable_fp_fusion=False)
-        return out
-    aligned = (codes.data_ptr() % 16, scale.data_ptr() % 16, tensor_scale.data_ptr() % 16,
-               out.data_ptr() % 16)
-    compiled = work.compiled.get(aligned)
-    if compiled is None:
-        work.compiled[aligned] = unpack_kernel[grid](
-            codes, scale, tensor_scale, out, *work.kernel_args, num_warps=NUM_WARPS,
-            enable_fp_fusion=False)
-    else:
-        compiled[grid](codes, scale, tensor_scale, out, *work.kernel_args)
+    launch(unpack_kernel, grid, codes, scale, tensor_scale, out, *work.kernel_args,
+           num_warps=NUM_WARPS, enable_fp_fusion=False)
     return out

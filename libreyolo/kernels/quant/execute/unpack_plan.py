@@ -10,19 +10,19 @@ are wrong, and triton 3.6 miscompiles some fp8 bitcasts).
 
 Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
 layouts and by the other arguments, types included. That description is the key of a cache of
-``Work``: the checks that passed, the tiling, the reason a layout or device is declined, and the
-compiled kernels the launcher keeps on it. A call whose description was seen before checks
-nothing again and runs no planning code: the checks are pure functions of the description, so
-they would pass again. Only what can change between equal descriptions is decided per call:
-graph capture and grad mode here, the pointers' alignment (which Triton specializes on) in the
-launcher. While a graph is captured the arguments are only checked: the kernel declines anyway,
-and sizes may be traced or symbolic values that must not become cache keys.
+``Work``: the checks that passed, the tiling and the reason a layout or device is declined. A
+call whose description was seen before checks nothing again and runs no planning code: the checks
+are pure functions of the description, so they would pass again. Only what can change between
+equal descriptions is decided per call: graph capture and grad mode here, the pointers'
+alignment (which Triton specializes on) in ``triton_launch``. While a graph is captured the
+arguments are only checked: the kernel declines anyway, and sizes may be traced or symbolic
+values that must not become cache keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
 from typing import NamedTuple
@@ -118,8 +118,7 @@ class Work:
     its tiling, the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes
     it) and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
     constants); the reason the kernel declines it whatever the call (or None); whether it runs
-    under the interpreter; and the compiled kernels the launcher keeps for it, by the alignment
-    of its pointers."""
+    under the interpreter."""
 
     fmt: Format
     bits: int
@@ -133,7 +132,6 @@ class Work:
     kernel_args: tuple
     declined: str | None
     interpreted: bool
-    compiled: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)

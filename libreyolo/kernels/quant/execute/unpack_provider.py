@@ -20,13 +20,15 @@ import torch
 
 from libreyolo.kernels import register
 from libreyolo.kernels.quant.simulate.triton_provider import triton_ready
+from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 
 from .unpack_plan import PLANNERS, UnpackPlan, decline_reason
 
 NAME = "triton"
 _HERE = Path(__file__).resolve().parent
 SOURCES = tuple(str(_HERE / f) for f in (
-    "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", Path(__file__).name))
+    "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", Path(__file__).name)) + (
+    launcher_source,)
 
 
 @cache
