@@ -43,7 +43,11 @@ from bench_fake_quant import L2_FLUSH_BYTES, times_ms  # noqa: E402
 
 from libreyolo.kernels import ops  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_gemm, fp8_launch  # noqa: E402
-from libreyolo.kernels.quant.execute.fp8_linear import fused_fp8_linear, padded_weight  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
+    fused_fp8_linear,
+    fused_fp8_mlp,
+    padded_weight,
+)
 from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic  # noqa: E402
 from libreyolo.quant import fp8_execute as ref  # noqa: E402
 from libreyolo.quant.packing import pack_fp8, unpack_fp8  # noqa: E402
@@ -170,6 +174,15 @@ def verify(gen) -> dict:
             "oracle_max": float(exact.abs().max()),
             "graph_replay_equal": torch.equal(replayed.view(torch.int16), got.view(torch.int16)),
         }
+    hidden = (torch.randn((4096, 4096), generator=gen) * 2).to(torch.bfloat16)
+    folded, folded_scale = fp8_launch.cast(plan_fp8_cast_dynamic(hidden.cuda()), gelu=True)
+    want, want_scale = ref.fp8_cast_dynamic(F.gelu(hidden.float()))
+    got = folded.cpu().view(torch.uint8).to(torch.int32)
+    expect = want.view(torch.uint8).to(torch.int32)
+    out["gelu_fold"] = {"code_mismatches": int((got != expect).sum()),
+                        "elements": got.numel(),
+                        "max_code_distance": int((got - expect).abs().max()),
+                        "scale_mismatches": int((folded_scale.cpu() != want_scale).sum())}
     return out
 
 
@@ -254,6 +267,15 @@ def stacks(layers: dict, repeats, flush, gen) -> list[dict]:
             row[f"{label}_ms"] = median(lambda c=choice: run(c), repeats, flush)
             graph, _ = graph_of(lambda c=choice: run(c))
             row[f"{label}_graph_ms"] = median(graph.replay, repeats, flush)
+        if stack.startswith("vitl"):
+            (w1, s1, b1, *_), (w2, s2, b2, *_) = params
+            mlp = lambda x0=x0, w1=w1, s1=s1, b1=b1, w2=w2, s2=s2, b2=b2: fused_fp8_mlp(  # noqa: E731
+                x0, (w1, s1, b1), (w2, s2, b2))
+            row["fused_mlp_ms"] = median(mlp, repeats, flush)
+            graph, _ = graph_of(mlp)
+            row["fused_mlp_graph_ms"] = median(graph.replay, repeats, flush)
+            row["speedup_fused_mlp"] = row["bf16_ms"] / row["fused_mlp_ms"]
+            row["speedup_fused_mlp_graph"] = row["bf16_graph_ms"] / row["fused_mlp_graph_ms"]
         row["speedup_fused"] = row["bf16_ms"] / row["fused_ms"]
         row["speedup_policy"] = row["bf16_ms"] / row["policy_ms"]
         row["speedup_policy_graph"] = row["bf16_graph_ms"] / row["policy_graph_ms"]
@@ -331,6 +353,11 @@ def main() -> None:
               f"{r['policy_ms']:.4f} | {r['bf16_graph_ms']:.4f} | {r['policy_graph_ms']:.4f} | "
               f"{r['speedup_fused']:.2f}x | {r['speedup_policy']:.2f}x | "
               f"{r['speedup_policy_graph']:.2f}x |")
+    for r in result["stacks"]:
+        if "fused_mlp_ms" in r:
+            print(f"\n{r['stack']}: GELU folded into fc2's prologue: {r['fused_mlp_ms']:.4f} ms "
+                  f"({r['speedup_fused_mlp']:.2f}x bf16; graph {r['fused_mlp_graph_ms']:.4f} ms, "
+                  f"{r['speedup_fused_mlp_graph']:.2f}x; target {VITL_TARGET}x)")
     print(f"\nconv3x3: {result['conv3x3']}")
     print("\n" + policy)
 

@@ -50,6 +50,7 @@ def fp8_cast_kernel(
     x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
     rows, cols, padded_cols, x_row_stride, x_col_stride,
     IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    GELU: tl.constexpr = False,
 ):
     """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
     ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
@@ -58,6 +59,10 @@ def fp8_cast_kernel(
     tile holds the whole row (``BLOCK_C >= cols``, one program column). Else ``scale_ptr`` is the
     0-dim scale and ``row_scale_ptr`` is not touched. ``x`` is read through its strides;
     ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
+
+    ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
+    ``gelu(x) = x / 2 * (1 + erf(x / sqrt 2))`` instead of ``x``; ``erf`` is the device's, so those
+    codes are not bit-exact against a reference.
     """
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -66,6 +71,8 @@ def fp8_cast_kernel(
     r64 = r.to(tl.int64)[:, None]
     x = _load_float32(x_ptr, r64 * x_row_stride + c.to(tl.int64)[None, :] * x_col_stride, valid,
                       IN_KIND)
+    if GELU:
+        x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
     if DYNAMIC:
         amax = tl.max(_finite_abs(x, valid), axis=1)
         row_scale = _amax_to_scale(amax, E4M3_MAX)

@@ -29,10 +29,11 @@ def _loaded(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
 
 
-def cast(plan: CastPlan, pad_to: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
+def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
+         ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(codes, row_scale)``: contiguous E4M3 codes of shape (rows, cols rounded up to a multiple
     of ``pad_to``), zeros in the pad, and the float32 (rows, 1) scales of a dynamic plan (None
-    for a static one)."""
+    for a static one). ``gelu``: quantize GELU(x) (``fused_fp8_mlp``'s fold; not exact)."""
     x2d = plan.x2d
     rows, cols = x2d.shape
     padded = -(-cols // pad_to) * pad_to
@@ -52,8 +53,8 @@ def cast(plan: CastPlan, pad_to: int = 1) -> tuple[torch.Tensor, torch.Tensor | 
             _loaded(x2d), plan.scale if plan.scale is not None else row_scale, codes,
             row_scale if row_scale is not None else codes, rows, cols, padded,
             x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=plan.scale is None,
-            BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
-            enable_fp_fusion=False,
+            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
+            num_warps=8 if block_r * block_c >= 4096 else 4, enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
 

@@ -102,6 +102,36 @@ def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, ac
     return out.reshape(*x.shape[:-1], n) if m else out.new_empty((*x.shape[:-1], n))
 
 
+def fused_fp8_mlp(x, fc1, fc2):
+    """``fc2(gelu(fc1(x)))`` for two FP8 layers ``(weight, weight_scale, bias)`` with dynamic
+    activation scales, the GELU folded into fc2's prologue: fc1's bf16 output is read once, and
+    GELU, row amax and E4M3 codes come from that one read (a ViT MLP; docs/fp8_execute.md).
+
+    Not a slot and not in the conformance matrix: the fold computes GELU with the device's
+    ``erf``, so fc2's activation codes may differ from ``fp8_cast_dynamic(F.gelu(h))`` by one
+    code where GELU's last bit differs (bench_fp8.py counts them). Needs this package's own
+    prologue and GEMM (CUDA, bfloat16 x); returns None otherwise, like ``fused_fp8_linear``.
+    """
+    (w1, s1, b1), (w2, s2, b2) = fc1, fc2
+    hidden = fused_fp8_linear(x, w1, s1, b1)
+    if hidden is None or _first("fp8_gemm") is None or _first("fp8_gemm").name != "scaled_mm":
+        return None
+    impl = _first("fp8_cast_dynamic")
+    h2d = hidden.reshape(-1, hidden.shape[-1])
+    if impl is None or impl.name != "triton":
+        return None
+    plan = impl.accepts(h2d)
+    if isinstance(plan, str):
+        return None
+    from .fp8_launch import cast
+
+    codes, row_scale = cast(plan, pad_to=16, gelu=True)
+    out = fp8_gemm.scaled_mm_cuda(codes, padded_weight(w2), row_scale, s2,
+                                  None if b2 is None else b2.to(x.dtype), x.dtype, True,
+                                  w2.shape[0])
+    return out.reshape(*x.shape[:-1], w2.shape[0])
+
+
 def _first(op: str):
     eligible = registry.candidates(op)
     return eligible[0] if eligible else None
