@@ -82,7 +82,7 @@ def scaled_mm_cuda(a_p, b_p, scale_a, scale_b, bias, out_dtype, rowwise, n):
             if bias is not None:
                 bias_p = torch.zeros(n_p, dtype=bias.dtype, device=a_p.device)
                 bias_p[:n] = bias
-        out = torch._scaled_mm(a_p, b_p.t(), scale_a=scale_a, scale_b=scale_b_p.view(1, n_p),
+        out = torch._scaled_mm(a_p, b_p.t(), scale_a=scale_a, scale_b=scale_b_p.reshape(1, n_p),
                                bias=bias_p, out_dtype=torch.bfloat16)
         return out[:, :n]
     one = torch.ones((), dtype=torch.float32, device=a_p.device)
