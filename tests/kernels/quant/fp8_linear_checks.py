@@ -132,3 +132,21 @@ def test_the_fused_path_replays_in_a_cuda_graph_with_its_eager_bits():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out.view(torch.int16), eager.view(torch.int16))
+
+
+@pytest.mark.skipif(INTERPRETING, reason="host syncs are a CUDA matter")
+def test_the_fused_path_does_not_synchronize_in_steady_state():
+    """After a warm-up (compiling, padding the weight once, reading a static scale once),
+    neither the dynamic nor the static path synchronizes with the device."""
+    gen = torch.Generator().manual_seed(6)
+    args = [t.cuda() for t in layer((64, 200), 90, gen)]
+    input_scale = torch.tensor(0.02, device="cuda")
+    for scale in (None, input_scale):
+        fused_fp8_linear(*args, input_scale=scale, activation="gelu")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for scale in (None, input_scale):
+            fused_fp8_linear(*args, input_scale=scale, activation="gelu")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
