@@ -91,6 +91,17 @@ def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
     assert err <= limit, f"error {err} > bound {limit} (portable path's error {port_err})"
 
 
+def test_no_rows_give_an_empty_output_and_no_columns_the_callers_path():
+    gen = torch.Generator().manual_seed(7)
+    _, codes, scale, bias = layer((1, 32), 16, gen)
+    args = [t.to(DEVICE) for t in (codes, scale, bias)]
+    empty = fused_fp8_linear(torch.zeros((2, 0, 32), dtype=torch.bfloat16, device=DEVICE), *args)
+    assert empty.shape == (2, 0, 16) and empty.dtype == torch.bfloat16
+    no_k = torch.zeros((16, 0), dtype=torch.float8_e4m3fn, device=DEVICE)
+    assert fused_fp8_linear(torch.zeros((3, 0), dtype=torch.bfloat16, device=DEVICE), no_k,
+                            *args[1:]) is None
+
+
 def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():
     gen = torch.Generator().manual_seed(3)
     x = (torch.randn((5, 37), generator=gen) * 5).to(torch.bfloat16)

@@ -86,8 +86,11 @@ def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, ac
         raise ValueError(f"activation must be None or one of {sorted(ACTIVATIONS)}, "
                          f"got {activation!r}")
     k, n = x.shape[-1], weight.shape[0]
+    if k == 0:
+        return None  # an empty reduction: the caller's path (bias alone) says what it means
     x2d = x.reshape(-1, k)
-    m = x2d.shape[0]
+    if x2d.shape[0] == 0:
+        return x.new_empty((*x.shape[:-1], n))
     quantized = _prologue(x2d, input_scale)
     if quantized is None:
         return None
@@ -99,7 +102,7 @@ def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, ac
         return None
     if activation is not None:
         out = ACTIVATIONS[activation](out)
-    return out.reshape(*x.shape[:-1], n) if m else out.new_empty((*x.shape[:-1], n))
+    return out.reshape(*x.shape[:-1], n)
 
 
 def fused_fp8_mlp(x, fc1, fc2):
