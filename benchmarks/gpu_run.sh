@@ -4,8 +4,8 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests
-#     declarations (default: all, in that order)
+#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
+#     bench-fp8 tests declarations (default: all, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -27,7 +27,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests declarations)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged bench-fp8 tests declarations)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -70,7 +70,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/registry/test_no_host_sync_cuda.py tests/kernels/quant/unpack_checks.py \
             tests/kernels/quant/test_unpack_provider.py tests/attention/test_fused_conformance.py \
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
-            tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py} ;;
+            tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py \
+            tests/kernels/quant/fp8_linear_checks.py} ;;
     declarations)
         # issue 20 on a real capture: the registry declines a backend declaring no graph capture
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
@@ -95,6 +96,11 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     bench-ragged)
         run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
             "$OUT/bench_ms_deform_attn_ragged.json" ;;
+    bench-fp8)
+        # selects the FP8 implementations by name itself while they await their records; writes
+        # the policy table it measured beside its results (libreyolo/kernels/quant/execute/)
+        run bench-fp8 240 python3 benchmarks/bench_fp8.py "$OUT/bench_fp8.json" \
+            --policy "$OUT/fp8_policy.toml" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done

@@ -200,6 +200,8 @@ def _grad_generator(plan: CellPlan) -> torch.Generator:
 
 def _gradients(out: torch.Tensor, leaves: list, gen: torch.Generator) -> list[torch.Tensor]:
     """Gradients of `leaves` for a seeded random upstream gradient (zeros where unused)."""
+    if not leaves:  # a forward-only slot (no differentiable inputs)
+        return []
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out.dtype).to(out.device)
     grads = torch.autograd.grad(out, leaves, g, allow_unused=True) if out.numel() else \
         [None] * len(leaves)

@@ -85,8 +85,16 @@ def first_mismatch_text(measured: dict) -> str:
             f"{first['expected']}")
 
 
-def check_common(verdict: Verdict, out, expected: torch.Tensor, device: str) -> bool:
-    """Shape, dtype and device; False when nothing more can be compared."""
+def check_common(verdict: Verdict, out, expected, device: str) -> bool:
+    """Shape, dtype and device; False when nothing more can be compared. A slot with several
+    outputs (a tuple, as its reference returns) is checked part by part."""
+    if isinstance(expected, tuple):
+        if not isinstance(out, tuple) or len(out) != len(expected):
+            verdict.fail("returns-tensor", f"returned {_kind(out)}, expected a tuple of "
+                                           f"{len(expected)} tensors")
+            return False
+        return all([check_common(verdict, o, e, device) for o, e in zip(out, expected,
+                                                                        strict=True)])
     if not isinstance(out, torch.Tensor):
         verdict.fail("returns-tensor", f"returned {type(out).__name__}, expected a tensor")
         return False
@@ -99,6 +107,10 @@ def check_common(verdict: Verdict, out, expected: torch.Tensor, device: str) -> 
     return not verdict.failed
 
 
+def _kind(out) -> str:
+    return f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
+
+
 def check_inputs_unmodified(verdict: Verdict, inputs: Inputs, before: list[torch.Tensor]):
     changed = [i for i, (t, b) in enumerate(zip(inputs.tensors(), before, strict=True))
                if not torch.equal(storage_snapshot(t), b)]
@@ -106,13 +118,21 @@ def check_inputs_unmodified(verdict: Verdict, inputs: Inputs, before: list[torch
         verdict.fail("inputs-unmodified", f"tensor arguments {changed} changed (storage bits)")
 
 
-def check_exact(verdict: Verdict, out: torch.Tensor, expected: torch.Tensor) -> None:
-    measured = compare_bits(out, expected)
+def check_exact(verdict: Verdict, out, expected) -> None:
+    """Bits equal the reference's; for a tuple, each part's (the first differing part named)."""
+    parts = tuple(zip(out, expected, strict=True)) if isinstance(expected, tuple) else \
+        ((out, expected),)
+    for i, (actual, want) in enumerate(parts):
+        measured = compare_bits(actual, want)
+        if measured["mismatches"] or i == len(parts) - 1:
+            break
     verdict.measurements.update(measured)
     verdict.measurements["output_digest"] = digest(out)
     if measured["mismatches"]:
-        verdict.fail("exact", f"{measured['mismatches']} of {measured['elements']} elements differ "
-                              f"from the CPU reference's bits, {first_mismatch_text(measured)}")
+        part = f"output {i}: " if len(parts) > 1 else ""
+        verdict.fail("exact", f"{part}{measured['mismatches']} of {measured['elements']} elements "
+                              f"differ from the CPU reference's bits, "
+                              f"{first_mismatch_text(measured)}")
 
 
 def check_ste(verdict: Verdict, x: torch.Tensor, out: torch.Tensor, mask: torch.Tensor,

@@ -62,8 +62,12 @@ def storage_snapshot(t: torch.Tensor) -> torch.Tensor:
     return bits(base.detach().clone())
 
 
-def digest(t: torch.Tensor) -> str:
-    """A stable digest of a tensor's dtype, shape and bits (for records CPU CI recomputes)."""
-    h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}|".encode())
-    h.update(bits(t).numpy().tobytes())
+def digest(t: torch.Tensor | tuple) -> str:
+    """A stable digest of a tensor's dtype, shape and bits (for records CPU CI recomputes); of a
+    tuple of tensors (a slot with several outputs), of each part in order."""
+    parts = t if isinstance(t, tuple) else (t,)
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(f"{part.dtype}|{tuple(part.shape)}|".encode())
+        h.update(bits(part).numpy().tobytes())
     return h.hexdigest()

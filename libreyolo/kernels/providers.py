@@ -24,6 +24,7 @@ IN_TREE_PROVIDERS: tuple[str, ...] = (
     "libreyolo.kernels.attention.ms_deform_attn.triton_provider",
     "libreyolo.kernels.quant.execute.unpack_provider",
     "libreyolo.kernels.attention.ms_deform_attn.ragged_triton_provider",
+    "libreyolo.kernels.quant.execute.fp8_provider",
 )
 THIRD_PARTY_PACKAGE = "libreyolo_kernels"
 ENTRY_POINT_GROUP = "libreyolo.kernels"

@@ -1,0 +1,82 @@
+"""Run the FP8 prologue and epilogue plans: allocate, launch once, return. No read of device data
+on the host and no copy of the inputs, so every call is safe under CUDA-graph capture once its
+kernel is compiled."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from libreyolo.kernels.quant.simulate.plan import InputKind
+from libreyolo.kernels.settings import interpreting
+
+from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
+from .fp8_plan import CastPlan, EpiloguePlan
+
+#: Elements per program on the GPU (the fake-quant kernels' measured tile); the interpreter
+#: costs ~0.7 ms per program, so CPU runs take bigger tiles.
+GPU_TILE, INTERPRETER_TILE = 4096, 16384
+MAX_BLOCK_C = 1024
+_BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def _tile() -> int:
+    return INTERPRETER_TILE if interpreting() else GPU_TILE
+
+
+def _loaded(t: torch.Tensor) -> torch.Tensor:
+    """bfloat16 is read as int16 bits (the kernels widen them by a shift)."""
+    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+
+
+def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
+         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(codes, row_scale)``: contiguous E4M3 codes of shape (rows, cols rounded up to a multiple
+    of ``pad_to``), zeros in the pad, and the float32 (rows, 1) scales of a dynamic plan (None
+    for a static one). ``gelu``: quantize GELU(x) (``fused_fp8_mlp``'s fold; not exact)."""
+    x2d = plan.x2d
+    rows, cols = x2d.shape
+    padded = -(-cols // pad_to) * pad_to
+    codes = torch.empty((rows, padded), dtype=torch.uint8, device=x2d.device)
+    row_scale = None
+    if plan.scale is None:
+        row_scale = torch.ones((rows, 1), dtype=torch.float32, device=x2d.device)
+    if rows and padded:
+        tile = _tile()
+        if plan.scale is None:
+            block_c = triton.next_power_of_2(max(padded, 1))
+        else:
+            block_c = min(triton.next_power_of_2(padded), MAX_BLOCK_C)
+        block_r = max(1, tile // block_c)
+        grid = (triton.cdiv(rows, block_r), triton.cdiv(padded, block_c))
+        fp8_cast_kernel[grid](
+            _loaded(x2d), plan.scale if plan.scale is not None else row_scale, codes,
+            row_scale if row_scale is not None else codes, rows, cols, padded,
+            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=plan.scale is None,
+            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
+            num_warps=8 if block_r * block_c >= 4096 else 4, enable_fp_fusion=False,
+        )
+    return codes.view(torch.float8_e4m3fn), row_scale
+
+
+def epilogue(plan: EpiloguePlan) -> torch.Tensor:
+    """The (rows, cols) output of ``plan.out_dtype``, contiguous."""
+    acc = plan.acc
+    rows, cols = acc.shape
+    out = torch.empty((rows, cols), dtype=plan.out_dtype, device=acc.device)
+    if out.numel() == 0:
+        return out
+    block_c = min(triton.next_power_of_2(cols), MAX_BLOCK_C)
+    block_r = max(1, _tile() // block_c)
+    grid = (triton.cdiv(rows, block_r), triton.cdiv(cols, block_c))
+    bias = plan.bias
+    fp8_epilogue_kernel[grid](
+        acc, plan.row_scale, plan.col_scale, _loaded(bias) if bias is not None else acc,
+        out.view(_BITS[plan.out_dtype]), rows, cols, acc.stride(0), acc.stride(1),
+        plan.row_scale.stride(0), plan.col_scale.stride(0),
+        bias.stride(0) if bias is not None else 0,
+        HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(InputKind.of(plan.out_dtype)),
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
+        enable_fp_fusion=False,
+    )
+    return out

@@ -1,0 +1,186 @@
+"""The fused FP8 linear: prologue, GEMM and epilogue for a finalized FP8 layer, when it wins.
+
+``fp8_linear`` is what the finalized ``nn.Linear`` (and 1x1 ``nn.Conv2d``) calls; ``None`` sends
+the caller to its own path (dequantize-once bf16 or the portable forward). It engages only on CUDA,
+outside tracing/compiling/exporting, for bfloat16 activations, on shapes the measured policy
+(``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear``.
+
+Each piece is a slot and is looked up in the registry, so ``LIBREYOLO_KERNELS=slot=name`` selects
+it without dropping the others: the prologue (``fp8_cast_dynamic`` or, with ``input_scale``,
+``fp8_cast_static``), then the GEMM (``fp8_gemm``). When the implementation that would run is this
+package's own, it is called with padded buffers directly (the prologue writes its codes K-padded
+to 16 for ``_scaled_mm``, the weight is padded once and cached), which saves a copy; any other
+implementation gets the slot's plain arguments. The call path reads no device data on the host:
+a warmed-up call can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+import weakref
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from libreyolo.capture import is_capturing
+from libreyolo.kernels import registry
+
+from . import fp8_gemm
+
+POLICY_FILE = Path(__file__).with_name("fp8_policy.toml")
+ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+#: id(weight) -> (a weak reference to it, its version, the padded copy); dropped with the weight
+_padded_weights: dict[int, tuple] = {}
+
+
+@functools.cache
+def policy() -> dict:
+    """The measured policy: ``devices`` it was measured on and the ``region`` tables where the
+    fused path was faster (each ``min_m``, ``min_n``, ``min_k``, optional ``max_*``)."""
+    with POLICY_FILE.open("rb") as file:
+        return tomllib.load(file)
+
+
+@functools.cache
+def _measured_device(index: int) -> bool:
+    name = torch.cuda.get_device_name(index)
+    return any(device in name for device in policy().get("devices", ()))
+
+
+def engages(m: int, n: int, k: int) -> bool:
+    """Whether the policy's measurements say the fused path beats bf16 ``F.linear`` here."""
+    for region in policy().get("region", ()):
+        if all(region.get(f"min_{d}", 0) <= v <= region.get(f"max_{d}", 1 << 62)
+               for d, v in (("m", m), ("n", n), ("k", k))):
+            return True
+    return False
+
+
+def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
+    """x: (..., K) float16/bfloat16/float32 activations; weight: (N, K) float8_e4m3fn codes;
+    weight_scale: float32 (N,) per-output-channel; bias: (N,) or None; input_scale: float32 ()
+    static per-tensor activation scale, or None for dynamic per-row scales computed exactly as
+    libreyolo.quant's fp8 quantizer does for the dynamic per-row mode; activation: None or one of
+    'relu', 'silu', 'gelu', applied after bias.
+    Returns the (..., N) output in x.dtype, or None when the fused path does not engage here
+    (not CUDA, tracing/exporting/compiling, policy says bf16 is faster, no implementation takes
+    the input) so the caller takes its own path."""
+    if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
+        return None
+    if is_capturing() or x.requires_grad:
+        return None
+    k, n = x.shape[-1], weight.shape[0]
+    m = x.numel() // k if k else 0
+    if not _measured_device(x.device.index or 0) or not engages(m, n, k):
+        return None
+    return fused_fp8_linear(x, weight, weight_scale, bias, input_scale=input_scale,
+                            activation=activation)
+
+
+def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
+    """The fused path without the policy (the benchmark times it everywhere); None when an
+    implementation declines. Arguments as ``fp8_linear``'s."""
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be None or one of {sorted(ACTIVATIONS)}, "
+                         f"got {activation!r}")
+    k, n = x.shape[-1], weight.shape[0]
+    if k == 0:
+        return None  # an empty reduction: the caller's path (bias alone) says what it means
+    x2d = x.reshape(-1, k)
+    if x2d.shape[0] == 0:
+        return x.new_empty((*x.shape[:-1], n))
+    quantized = _prologue(x2d, input_scale)
+    if quantized is None:
+        return None
+    codes, row_scale = quantized
+    if bias is not None and bias.dtype != x.dtype:
+        bias = bias.to(x.dtype)
+    out = _gemm(codes, row_scale, weight, weight_scale, bias, x.dtype, k)
+    if out is None:
+        return None
+    if activation is not None:
+        out = ACTIVATIONS[activation](out)
+    return out.reshape(*x.shape[:-1], n)
+
+
+def fused_fp8_mlp(x, fc1, fc2):
+    """``fc2(gelu(fc1(x)))`` for two FP8 layers ``(weight, weight_scale, bias)`` with dynamic
+    activation scales, the GELU folded into fc2's prologue: fc1's bf16 output is read once, and
+    GELU, row amax and E4M3 codes come from that one read (a ViT MLP; docs/fp8_execute.md).
+
+    Not a slot and not in the conformance matrix: the fold computes GELU with the device's
+    ``erf``, so fc2's activation codes may differ from ``fp8_cast_dynamic(F.gelu(h))`` by one
+    code where GELU's last bit differs (bench_fp8.py counts them). Needs this package's own
+    prologue and GEMM (CUDA, bfloat16 x); returns None otherwise, like ``fused_fp8_linear``.
+    """
+    (w1, s1, b1), (w2, s2, b2) = fc1, fc2
+    hidden = fused_fp8_linear(x, w1, s1, b1)
+    if hidden is None or _first("fp8_gemm") is None or _first("fp8_gemm").name != "scaled_mm":
+        return None
+    impl = _first("fp8_cast_dynamic")
+    h2d = hidden.reshape(-1, hidden.shape[-1])
+    if impl is None or impl.name != "triton":
+        return None
+    plan = impl.accepts(h2d)
+    if isinstance(plan, str):
+        return None
+    from .fp8_launch import cast
+
+    codes, row_scale = cast(plan, pad_to=16, gelu=True)
+    out = fp8_gemm.scaled_mm_cuda(codes, padded_weight(w2), row_scale, s2,
+                                  None if b2 is None else b2.to(x.dtype), x.dtype, True,
+                                  w2.shape[0])
+    return out.reshape(*x.shape[:-1], w2.shape[0])
+
+
+def _first(op: str):
+    eligible = registry.candidates(op)
+    return eligible[0] if eligible else None
+
+
+def _prologue(x2d, input_scale):
+    """(codes K-padded to 16, (M, 1) float32 row scales), or None when nothing takes x."""
+    op, args = ("fp8_cast_dynamic", (x2d,)) if input_scale is None else \
+        ("fp8_cast_static", (x2d, input_scale))
+    impl = _first(op)
+    if impl is not None and impl.name == "triton" and impl.origin == "in-tree":
+        plan = impl.accepts(*args)
+        if isinstance(plan, str):
+            return None
+        from .fp8_launch import cast
+
+        codes, row_scale = cast(plan, pad_to=16)
+    else:
+        result = registry.dispatch(op, *args)
+        codes, row_scale = result if input_scale is None else (result, None)
+        codes = fp8_gemm.padded_codes(codes)
+    if row_scale is None:
+        row_scale = input_scale.expand(x2d.shape[0], 1).contiguous()
+    return codes, row_scale
+
+
+def padded_weight(weight: torch.Tensor) -> torch.Tensor:
+    """The weight with N and K rounded up to 16 (zeros), made once per weight tensor version."""
+    n, k = weight.shape
+    if n % 16 == 0 and k % 16 == 0 and weight.is_contiguous():
+        return weight
+    key = id(weight)
+    cached = _padded_weights.get(key)
+    if cached is not None and cached[0]() is weight and cached[1] == weight._version:
+        return cached[2]
+    padded = fp8_gemm.padded_codes(weight, fp8_gemm.aligned(n))
+    _padded_weights[key] = (weakref.ref(weight, lambda _, key=key: _padded_weights.pop(key, None)),
+                            weight._version, padded)
+    return padded
+
+
+def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
+    impl = _first("fp8_gemm")
+    n = weight.shape[0]
+    if impl is not None and impl.name == "scaled_mm" and impl.origin == "in-tree":
+        return fp8_gemm.scaled_mm_cuda(codes, padded_weight(weight), row_scale, weight_scale,
+                                       bias, out_dtype, True, n)
+    return registry.dispatch("fp8_gemm", codes[:, :k], weight, row_scale, weight_scale, bias,
+                             out_dtype)

@@ -1,0 +1,108 @@
+"""From the FP8 execute slots' arguments to what the kernels need (no triton here: cheap to import).
+
+Each ``plan_*`` runs the reference's (or, for the GEMM slots, the judge's) own argument checks, so
+bad input raises the same TypeError/ValueError whichever implementation sees it, and returns a
+``Prepared`` plan that the provider's ``accepts`` hands to the call. ``decline_reason`` then says
+why a kernel will not take an input it could otherwise run: graph capture (exports keep the
+portable path), a device the kernel cannot run on, a row longer than one tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from libreyolo.capture import capture_reason
+from libreyolo.kernels.prepared import Prepared
+from libreyolo.kernels.quant.simulate.plan import InputKind
+from libreyolo.kernels.settings import interpreting
+from libreyolo.quant import fp8_execute as ref
+from libreyolo.quant import validation as v
+
+#: The dynamic prologue keeps a whole row in one tile (its amax, scale and codes in one pass).
+#: 16384 float32 lanes is 64 registers a thread at eight warps; longer rows are declined (the
+#: shape sets hold none: the widest activation of the models served, ViT-L fc2's, is 4096).
+MAX_DYNAMIC_COLS = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class CastPlan(Prepared):
+    """Quantize ``x2d`` (rows, cols), read through its strides; ``scale`` is the 0-dim static
+    scale, or None for dynamic per-row scales; ``shape`` is the codes' shape."""
+
+    x2d: torch.Tensor
+    scale: torch.Tensor | None
+    shape: tuple[int, ...]
+
+    @property
+    def kind(self) -> InputKind:
+        return InputKind.of(self.x2d.dtype)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.x2d,) if self.scale is None else (self.x2d, self.scale)
+
+
+@dataclass(frozen=True, slots=True)
+class EpiloguePlan(Prepared):
+    acc: torch.Tensor
+    row_scale: torch.Tensor
+    col_scale: torch.Tensor
+    bias: torch.Tensor | None
+    relu: bool
+    out_dtype: torch.dtype
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(t for t in (self.acc, self.row_scale, self.col_scale, self.bias)
+                     if t is not None)
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+
+
+def plan_fp8_cast_static(x, scale) -> CastPlan:
+    v.check_float_tensor("x", x)
+    v.check_min_rank("x", x, 1)
+    v.check_scale("scale", scale, (), x.device)
+    return CastPlan(_rows(x), scale, tuple(x.shape))
+
+
+def plan_fp8_cast_dynamic(x) -> CastPlan:
+    v.check_float_tensor("x", x)
+    v.check_min_rank("x", x, 1)
+    return CastPlan(_rows(x), None, tuple(x.shape))
+
+
+def plan_fp8_perchannel_epilogue(acc, row_scale, col_scale, bias=None, activation=None,
+                                 out_dtype=torch.bfloat16) -> EpiloguePlan:
+    ref.check_epilogue(acc, row_scale, col_scale, bias, activation, out_dtype)
+    return EpiloguePlan(acc, row_scale, col_scale, bias, activation == "relu", out_dtype)
+
+
+PLANNERS = {
+    "fp8_cast_static": plan_fp8_cast_static,
+    "fp8_cast_dynamic": plan_fp8_cast_dynamic,
+    "fp8_perchannel_epilogue": plan_fp8_perchannel_epilogue,
+}
+
+
+def decline_reason(plan: CastPlan | EpiloguePlan) -> str | None:
+    """Why the Triton kernels will not take this (already checked) input, or None."""
+    captured = capture_reason()
+    if captured is not None:
+        return captured
+    tensors = plan.tensors()
+    if any(t.layout != torch.strided for t in tensors):
+        return "a non-strided tensor: the kernels read strided (dense) tensors"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "an input requires grad: the execute kernels have no backward"
+    device = tensors[0].device
+    if interpreting() and device.type != "cpu":
+        return f"inputs are on {device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
+    if not interpreting() and device.type != "cuda":
+        return f"inputs are on {device}: the compiled kernels need CUDA tensors"
+    if isinstance(plan, CastPlan) and plan.scale is None and plan.x2d.shape[1] > MAX_DYNAMIC_COLS:
+        return (f"rows of {plan.x2d.shape[1]} elements: the dynamic prologue holds a row in one "
+                f"tile of at most {MAX_DYNAMIC_COLS}")
+    return None

@@ -1,0 +1,163 @@
+"""The fused FP8 linear (``fused_fp8_linear``) where its kernels run: under ``TRITON_INTERPRET=1``
+on CPU tensors (CI: ``test_fp8_linear_interpreter.py``) or compiled on a CUDA device.
+
+    TRITON_INTERPRET=1 .venv/bin/python -m pytest tests/kernels/quant/fp8_linear_checks.py
+    .venv/bin/python -m pytest tests/kernels/quant/fp8_linear_checks.py     # on a CUDA machine
+
+The path is judged as the GEMM slots are: its activation codes are the reference quantizer's (the
+prologue is exact), and its output is within the bounded contract of the float64 product of the
+dequantized operands.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton")
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+pytestmark = [
+    pytest.mark.interpreter if INTERPRETING else pytest.mark.gpu,
+    pytest.mark.skipif(not INTERPRETING and not torch.cuda.is_available(),
+                       reason="needs TRITON_INTERPRET=1 or a CUDA device (see the docstring)"),
+]
+DEVICE = "cpu" if INTERPRETING else "cuda"
+
+from conformance.bounds import bounded_limit  # noqa: E402
+from conformance.catalogue.fp8_execute import GEMM_CONTRACT  # noqa: E402
+from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_linear import fused_fp8_linear  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic  # noqa: E402
+from libreyolo.quant import fp8_execute as ref  # noqa: E402
+from libreyolo.quant.packing import pack_fp8  # noqa: E402
+
+SELECTED = ("fp8_cast_static=triton,fp8_cast_dynamic=triton,fp8_perchannel_epilogue=triton,"
+            "fp8_gemm=scaled_mm")
+ACT = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
+@pytest.fixture(autouse=True)
+def selected(monkeypatch):
+    """The implementations await their parity records: select them by name."""
+    monkeypatch.setenv("LIBREYOLO_KERNELS", SELECTED)
+
+
+def layer(shape, n, gen, dtype=torch.bfloat16):
+    k = shape[-1]
+    x = (torch.randn(shape, generator=gen) * 2).to(dtype)
+    w = torch.randn((n, k), generator=gen) / k ** 0.5
+    packed = pack_fp8(w, w.abs().amax(1) / 448, axis=0)
+    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype)
+    return x, packed.codes, packed.scale, bias
+
+
+def expected(x, codes, scale, bias, input_scale, act):
+    """(the portable path in x's dtype, the float64 oracle) from the reference's codes."""
+    x2d = x.reshape(-1, x.shape[-1])
+    if input_scale is None:
+        a, sa = ref.fp8_cast_dynamic(x2d)
+    else:
+        a, sa = ref.fp8_cast_static(x2d, input_scale), input_scale.expand(x2d.shape[0], 1)
+    portable = ref.fp8_gemm_portable(a, codes, sa, scale, bias, x.dtype)
+    oracle = ref.fp8_gemm_portable(a.double(), codes.double(), sa.double(), scale.double(),
+                                   bias.double())
+    return ACT[act](portable.float()).to(x.dtype), ACT[act](oracle)
+
+
+@pytest.mark.parametrize("shape, n, static, act, dtype", [
+    ((33, 257), 40, False, None, torch.bfloat16),
+    ((1, 256), 256, False, "gelu", torch.bfloat16),
+    ((2, 150, 256), 1024, True, "relu", torch.bfloat16),
+    ((64, 96), 91, False, "silu", torch.float16),
+    ((17, 48), 32, True, None, torch.float32),
+], ids=["ragged-k-and-n", "m-1-gelu", "3-d-static-relu", "float16-silu", "float32-static"])
+def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
+    gen = torch.Generator().manual_seed(sum(shape) + n)
+    x, codes, scale, bias = layer(shape, n, gen, dtype)
+    input_scale = torch.tensor(0.02) if static else None
+    got = fused_fp8_linear(x.to(DEVICE), codes.to(DEVICE), scale.to(DEVICE), bias.to(DEVICE),
+                           input_scale=None if input_scale is None else input_scale.to(DEVICE),
+                           activation=act)
+    assert got is not None and got.shape == (*shape[:-1], n) and got.dtype == dtype
+    portable, oracle = expected(x, codes, scale, bias, input_scale, act)
+    oracle = oracle.reshape(got.shape)
+    port_err = float((portable.reshape(got.shape).double() - oracle).abs().max())
+    err = float((got.cpu().double() - oracle).abs().max())
+    limit = bounded_limit(port_err, float(oracle.abs().max()), torch.finfo(dtype).eps,
+                          GEMM_CONTRACT.k, GEMM_CONTRACT.floor)
+    assert err <= limit, f"error {err} > bound {limit} (portable path's error {port_err})"
+
+
+def test_no_rows_give_an_empty_output_and_no_columns_the_callers_path():
+    gen = torch.Generator().manual_seed(7)
+    _, codes, scale, bias = layer((1, 32), 16, gen)
+    args = [t.to(DEVICE) for t in (codes, scale, bias)]
+    empty = fused_fp8_linear(torch.zeros((2, 0, 32), dtype=torch.bfloat16, device=DEVICE), *args)
+    assert empty.shape == (2, 0, 16) and empty.dtype == torch.bfloat16
+    no_k = torch.zeros((16, 0), dtype=torch.float8_e4m3fn, device=DEVICE)
+    assert fused_fp8_linear(torch.zeros((3, 0), dtype=torch.bfloat16, device=DEVICE), no_k,
+                            *args[1:]) is None
+
+
+def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn((5, 37), generator=gen) * 5).to(torch.bfloat16)
+    codes, scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)), pad_to=16)
+    want_codes, want_scale = ref.fp8_cast_dynamic(x)
+    raw = codes.cpu().view(torch.uint8)
+    assert raw.shape == (5, 48)
+    assert torch.equal(raw[:, :37], want_codes.view(torch.uint8))
+    assert not raw[:, 37:].any()
+    assert torch.equal(scale.cpu(), want_scale)
+
+
+def test_selecting_the_reference_prologue_by_name_keeps_the_rest_of_the_path(monkeypatch):
+    """The prologue is exact, so the reference prologue gives the same output bits; with no
+    GEMM implementation selected the path declines (None) instead of dropping a piece."""
+    gen = torch.Generator().manual_seed(4)
+    args = [t.to(DEVICE) for t in layer((40, 100), 70, gen)]
+    fused = fused_fp8_linear(*args)
+    monkeypatch.setenv("LIBREYOLO_KERNELS", SELECTED.replace("fp8_cast_dynamic=triton",
+                                                             "fp8_cast_dynamic=reference"))
+    assert torch.equal(fused_fp8_linear(*args).view(torch.int16), fused.view(torch.int16))
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "fp8_cast_dynamic=triton,fp8_gemm=reference")
+    assert fused_fp8_linear(*args) is None
+
+
+@pytest.mark.skipif(INTERPRETING, reason="CUDA graphs need a CUDA device")
+def test_the_fused_path_replays_in_a_cuda_graph_with_its_eager_bits():
+    gen = torch.Generator().manual_seed(5)
+    args = [t.cuda() for t in layer((300, 257), 255, gen)]
+    eager = fused_fp8_linear(*args, activation="relu")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fused_fp8_linear(*args, activation="relu")
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused_fp8_linear(*args, activation="relu")
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.view(torch.int16), eager.view(torch.int16))
+
+
+@pytest.mark.skipif(INTERPRETING, reason="host syncs are a CUDA matter")
+def test_the_fused_path_does_not_synchronize_in_steady_state():
+    """After a warm-up (compiling, padding the weight once, reading a static scale once),
+    neither the dynamic nor the static path synchronizes with the device."""
+    gen = torch.Generator().manual_seed(6)
+    args = [t.cuda() for t in layer((64, 200), 90, gen)]
+    input_scale = torch.tensor(0.02, device="cuda")
+    for scale in (None, input_scale):
+        fused_fp8_linear(*args, input_scale=scale, activation="gelu")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for scale in (None, input_scale):
+            fused_fp8_linear(*args, input_scale=scale, activation="gelu")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

@@ -1,0 +1,53 @@
+"""fp8_linear's engage decision (no kernel runs here: CPU tensors always get None)."""
+
+import pytest
+import torch
+
+from libreyolo.kernels.quant.execute import fp8_linear as module
+from libreyolo.kernels.quant.execute.fp8_linear import engages, fp8_linear, fused_fp8_linear
+
+
+@pytest.fixture
+def policy_file(tmp_path, monkeypatch):
+    def write(text):
+        path = tmp_path / "policy.toml"
+        path.write_text(text)
+        monkeypatch.setattr(module, "POLICY_FILE", path)
+        module.policy.cache_clear()
+
+    yield write
+    module.policy.cache_clear()
+
+
+def test_cpu_activations_always_take_the_callers_path():
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    weight = torch.zeros((16, 32), dtype=torch.float8_e4m3fn)
+    assert fp8_linear(x, weight, torch.ones(16)) is None
+
+
+def test_a_region_covers_its_m_from_its_minimum_and_exactly_its_n_and_k(policy_file):
+    policy_file('devices = ["H200"]\n[[region]]\nmin_m = 8192\nmin_n = 256\nmax_n = 256\n'
+                "min_k = 1024\nmax_k = 1024\n")
+    assert engages(8192, 256, 1024) and engages(65536, 256, 1024)
+    assert not engages(8191, 256, 1024)
+    assert not engages(8192, 512, 1024) and not engages(8192, 256, 512)
+
+
+def test_an_empty_policy_never_engages(policy_file):
+    policy_file("devices = []\nregion = []\n")
+    assert not engages(1 << 20, 4096, 4096)
+
+
+def test_the_shipped_policy_has_well_formed_regions():
+    module.policy.cache_clear()
+    table = module.policy()
+    assert isinstance(table["devices"], list)
+    for region in table["region"]:
+        assert set(region) <= {f"{b}_{d}" for b in ("min", "max") for d in "mnk"}
+
+
+def test_an_unknown_activation_is_refused_naming_it():
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="activation"):
+        fused_fp8_linear(x, torch.zeros((16, 32), dtype=torch.float8_e4m3fn), torch.ones(16),
+                         activation="tanh")
