@@ -5,10 +5,11 @@ kernel is compiled."""
 from __future__ import annotations
 
 import torch
-import triton
 
+from libreyolo.kernels.quant.simulate.launch import cdiv, next_power_of_2
 from libreyolo.kernels.quant.simulate.plan import InputKind
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_launch import launch
 
 from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
 from .fp8_plan import CastPlan, EpiloguePlan
@@ -44,12 +45,13 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
     if rows and padded:
         tile = _tile()
         if plan.scale is None:
-            block_c = triton.next_power_of_2(max(padded, 1))
+            block_c = next_power_of_2(max(padded, 1))
         else:
-            block_c = min(triton.next_power_of_2(padded), MAX_BLOCK_C)
+            block_c = min(next_power_of_2(padded), MAX_BLOCK_C)
         block_r = max(1, tile // block_c)
-        grid = (triton.cdiv(rows, block_r), triton.cdiv(padded, block_c))
-        fp8_cast_kernel[grid](
+        grid = (cdiv(rows, block_r), cdiv(padded, block_c))
+        launch(
+            fp8_cast_kernel, grid,
             _loaded(x2d), plan.scale if plan.scale is not None else row_scale, codes,
             row_scale if row_scale is not None else codes, rows, cols, padded,
             x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=plan.scale is None,
@@ -66,11 +68,12 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
     out = torch.empty((rows, cols), dtype=plan.out_dtype, device=acc.device)
     if out.numel() == 0:
         return out
-    block_c = min(triton.next_power_of_2(cols), MAX_BLOCK_C)
+    block_c = min(next_power_of_2(cols), MAX_BLOCK_C)
     block_r = max(1, _tile() // block_c)
-    grid = (triton.cdiv(rows, block_r), triton.cdiv(cols, block_c))
+    grid = (cdiv(rows, block_r), cdiv(cols, block_c))
     bias = plan.bias
-    fp8_epilogue_kernel[grid](
+    launch(
+        fp8_epilogue_kernel, grid,
         acc, plan.row_scale, plan.col_scale, _loaded(bias) if bias is not None else acc,
         out.view(_BITS[plan.out_dtype]), rows, cols, acc.stride(0), acc.stride(1),
         plan.row_scale.stride(0), plan.col_scale.stride(0),

@@ -19,6 +19,7 @@ import torch
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.quant.simulate.triton_provider import triton_ready
+from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.quant import fp8_execute as ref
 
 from . import fp8_gemm
@@ -28,7 +29,8 @@ _HERE = Path(__file__).resolve().parent
 _SIMULATE = _HERE.parent / "simulate"
 TRITON_SOURCES = tuple(str(p) for p in (
     _HERE / "fp8_kernels.py", _HERE / "fp8_launch.py", _HERE / "fp8_plan.py",
-    _SIMULATE / "kernels.py", _SIMULATE / "plan.py", Path(__file__).resolve()))
+    _SIMULATE / "kernels.py", _SIMULATE / "plan.py", _SIMULATE / "launch.py",
+    Path(__file__).resolve(), launcher_source))
 GEMM_SOURCES = (str(_HERE / "fp8_gemm.py"), *TRITON_SOURCES)
 
 
