@@ -10,8 +10,6 @@ when set before that first call.
 
 from __future__ import annotations
 
-import atexit
-import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -44,10 +42,14 @@ def _cached_variant(pin: lock.HubPin) -> Path:
     return Path(kernels.install_kernel(pin.repo, revision=pin.revision, local_files_only=False))
 
 
+#: Private copies of verified kernels, kept (a loaded library stays mapped) until the process
+#: ends, when each folder's finalizer removes it.
+_PRIVATE: list[tempfile.TemporaryDirectory] = []
+
+
 def _private_folder() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="libreyolo-hub-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+    _PRIVATE.append(tempfile.TemporaryDirectory(prefix="libreyolo-hub-"))
+    return Path(_PRIVATE[-1].name)
 
 
 def load(name: str) -> ModuleType:
