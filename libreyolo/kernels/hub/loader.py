@@ -18,7 +18,7 @@ from types import ModuleType
 from libreyolo.kernels import settings
 
 from . import lock
-from .verify import HubKernelRefused, read_verified, write_copy
+from .verify import HubKernelRefused, read_verified, variant_digest, write_copy
 
 
 class HubKernelWarning(RuntimeWarning):
@@ -45,6 +45,11 @@ def _cached_variant(pin: lock.HubPin) -> Path:
 #: Private copies of verified kernels, kept (a loaded library stays mapped) until the process
 #: ends, when each folder's finalizer removes it.
 _PRIVATE: list[tempfile.TemporaryDirectory] = []
+
+
+#: Imported kernels by the digest of their verified files: a compiled library registers its op
+#: namespace once per process, so the same verified bytes loaded again reuse the first import.
+_LOADED: dict[str, ModuleType] = {}
 
 
 def _private_folder() -> Path:
@@ -79,4 +84,7 @@ def load(name: str) -> ModuleType:
     metadata = kernels.Metadata.from_bytes(files["metadata.json"])
     if list(metadata.kernel_depends):
         raise HubKernelRefused(f"{where} depends on other kernels, which would load unverified")
-    return kernels.get_local_kernel(write_copy(files, variant, _private_folder()))
+    digest = variant_digest(files)
+    if digest not in _LOADED:
+        _LOADED[digest] = kernels.get_local_kernel(write_copy(files, variant, _private_folder()))
+    return _LOADED[digest]

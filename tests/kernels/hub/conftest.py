@@ -11,7 +11,7 @@ import pytest
 from conformance.hub_cache import lock_text
 from libreyolo.kernels import registry, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider
-from libreyolo.kernels.hub import lock, variant_digest
+from libreyolo.kernels.hub import loader, lock, variant_digest
 
 import hub_stand_in as stand_in
 
@@ -51,6 +51,7 @@ def hub(tmp_path, monkeypatch):
     revision, folder = stand_in.build(cache)
     lock_file = tmp_path / "lock.toml"
     monkeypatch.setattr(lock, "LOCK_FILE", lock_file)
+    monkeypatch.setattr(loader, "_LOADED", {})
     hub_provider.kernel.cache_clear()
 
     class Hub:

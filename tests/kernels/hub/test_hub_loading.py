@@ -165,3 +165,14 @@ def test_a_refused_kernel_is_never_imported(hub):
     with pytest.raises(HubKernelRefused):
         load()
     assert "hub_tamper_ran" not in sys.modules
+
+
+def test_loading_again_reuses_the_import_but_verifies_again(hub):
+    """A compiled library registers its ops once per process, so the same verified bytes reuse
+    the first import; the cache is still verified on every load."""
+    first = load()
+    assert load() is first
+    blob = (hub.folder / "deformable_detr" / "__init__.py").resolve()
+    blob.write_bytes(blob.read_bytes() + b"\n# changed\n")
+    with pytest.raises(HubKernelRefused):
+        load()
