@@ -40,7 +40,8 @@ def test_a_pin_nobody_awaits_or_records_fails(whole_suite):
     assert any("no awaiting entry names" in p for p in real_problems(pins_awaited={}))
 
 
-def test_an_awaiting_pin_of_an_implementation_without_the_lock_in_its_sources_fails():
+def test_an_awaiting_pin_of_an_implementation_without_the_lock_in_its_sources_fails(
+        whole_suite):
     targets = [Target("ms_deform_attn", "hub", ("elsewhere.py",))]
     pins = lock.load_lock()
     awaited = {"ms_deform_attn/hub": next(iter(pins.values())).as_dict()}

@@ -119,7 +119,8 @@ def read_verified(variant_dir: Path, pin: HubPin) -> tuple[dict[str, bytes], boo
 
 
 def write_copy(files: dict[str, bytes], variant: str, into: Path) -> Path:
-    """Write the verified bytes as ``into/build/<variant>/...`` (the Hub layout); return ``into``."""
+    """Write the verified bytes as ``into/build/<variant>/...`` (the Hub layout); return
+    ``into``."""
     root = Path(into) / "build" / variant
     for relative, data in files.items():
         path = root / relative

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import socket
 
+import hub_stand_in as stand_in
 import pytest
 
 from conformance.hub_cache import lock_text
 from libreyolo.kernels import registry, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider
 from libreyolo.kernels.hub import loader, lock, variant_digest
-
-import hub_stand_in as stand_in
 
 kernels = pytest.importorskip("kernels", reason="the hub-kernels extra is not installed")
 constants = pytest.importorskip("huggingface_hub.constants")

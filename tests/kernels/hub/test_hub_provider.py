@@ -10,7 +10,6 @@ import sys
 import textwrap
 import warnings
 
-import hub_stand_in as stand_in
 import pytest
 import torch
 
