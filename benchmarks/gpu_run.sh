@@ -96,7 +96,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
     hub)
         hub_build="$OUT/hub-build"
-        run hub-install 120 python3 -m pip install --no-index --find-links "${HUB_WHEELS:-.whl}" \
+        run hub-install 120 env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-index \
+            --find-links "${HUB_WHEELS:-.whl}" \
             'kernels>=0.17,<0.18'
         run hub-build 360 python3 benchmarks/hub/build_msda.py \
             "${HUB_SOURCE:-.peers/kernels-community}" "$hub_build"

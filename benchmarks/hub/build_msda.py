@@ -88,7 +88,7 @@ def shim(into: Path) -> Path:
 
     (into / "THC").mkdir(parents=True)
     (into / "registration.h").write_text(REGISTRATION_H)
-    if not any(Path(p, "THC", "THCAtomics.cuh").exists() for p in include_paths("cuda")):
+    if not any(Path(p, "THC", "THCAtomics.cuh").exists() for p in include_paths()):
         (into / "THC" / "THCAtomics.cuh").write_text(THC_ATOMICS)
     return into
 
@@ -120,6 +120,17 @@ def variant_files(source: Path, library: Path) -> dict[str, bytes]:
             f"deformable_detr/{EXTENSION}.so": library.read_bytes()}
 
 
+def check_variant(build: Path, variant: str) -> None:
+    """The ``kernels`` package, where installed, picks this variant for this system."""
+    try:
+        from kernels.variants import get_variants_local, resolve_variant, variants_trace_str
+    except ModuleNotFoundError:
+        return
+    chosen, trace = resolve_variant(get_variants_local(build))
+    if chosen is None or chosen.variant_str != variant:
+        raise SystemExit(f"kernels would not load {variant} here:\n{variants_trace_str(trace)}")
+
+
 def build(peers: Path, out: Path) -> dict:
     import torch
 
@@ -129,8 +140,9 @@ def build(peers: Path, out: Path) -> dict:
     files = variant_files(source, compile_op(source, work))
     variant, digest = variant_name(), variant_digest(files)
     revision = local_revision(files, f"{REPO} built locally from kernels-community@{commit}")
-    write_variant(out / "hf-cache", REPO, revision, variant, files,
-                  git_addressed=tuple(f for f in files if not f.endswith(".so")))
+    folder = write_variant(out / "hf-cache", REPO, revision, variant, files,
+                           git_addressed=tuple(f for f in files if not f.endswith(".so")))
+    check_variant(folder.parent, variant)
     info = {"repo": REPO, "source": "huggingface/kernels-community deformable-detr/ (Apache-2.0)",
             "source_commit": commit, "revision": revision, "variant": variant, "digest": digest,
             "cuda_flags": list(CUDA_FLAGS), "cxx_flags": list(CXX_FLAGS),
