@@ -1,5 +1,5 @@
 """A stand-in for the Hub's ``deformable-detr`` build, made inside the tests: a tiny Python
-package in the Hub layout (``build/torch-cpu/``) whose ops have the compiled op's signature and
+package in the Hub layout (``build/torch-universal/``) whose ops have the compiled op's signature and
 run in torch on CPU. It uses ``level_start_index`` and ``im2col_step`` as the compiled op does
 (each level's rows start there; the batch must divide into steps), so a wrong adapter shows in
 the numbers, and it records each call so a test can see it engaged.
@@ -13,7 +13,8 @@ from conformance.hub_cache import local_revision, write_variant
 
 REPO = "kernels-community/deformable-detr"
 NAME = "deformable-detr"
-VARIANT = "torch-cpu"  # the kernels package's noarch CPU variant
+# the kernels package's noarch pure-Python variant: accepted on CPU and on CUDA machines
+VARIANT = "torch-universal"
 
 PACKAGE = '''
 import torch

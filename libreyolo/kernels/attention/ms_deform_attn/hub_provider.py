@@ -13,7 +13,9 @@ first call, and a refusal or failure there disables it for the process with one 
 
 The compiled op takes ``level_start_index`` (derived here on the device from the level sizes)
 and an ``im2col_step`` that must divide the batch (the largest divisor up to Deformable DETR's
-64). Inputs are made contiguous, as the op requires. After a warm-up call (which loads the
+64). Inputs are made contiguous, as the op requires. An empty input (no batch, query, point or
+channel) is not given to the op, whose launch fails on it (H200, 2026-12-01: the zero-query
+cases): its output and gradients are zeros of the right shapes, what a sum over nothing is. After a warm-up call (which loads the
 kernel and copies level sizes given as pairs to the device), forward and backward make no host
 sync and no allocation outside the caching allocator, so they are CUDA-graph capturable.
 """
@@ -54,18 +56,20 @@ def environment_ok() -> bool | str:
 
 
 def im2col_step(batch: int) -> int:
-    """The largest divisor of ``batch`` up to :data:`IM2COL_STEP` (the op needs one)."""
-    return next(step for step in range(min(batch, IM2COL_STEP), 0, -1) if batch % step == 0)
+    """The largest divisor of ``batch`` up to :data:`IM2COL_STEP` (the op needs one); 1 for an
+    empty batch."""
+    return next((step for step in range(min(batch, IM2COL_STEP), 0, -1) if batch % step == 0), 1)
 
 
 class HubPlan(Prepared):
     """An input :func:`accepts` validated: level sizes on the device and the op's step."""
 
-    __slots__ = ("shapes", "step")
+    __slots__ = ("shapes", "step", "empty")
 
-    def __init__(self, shapes: torch.Tensor, step: int):
+    def __init__(self, shapes: torch.Tensor, step: int, empty: bool):
         self.shapes = shapes
         self.step = step
+        self.empty = empty
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -88,8 +92,6 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     if value.dtype != torch.float32:
         return f"value dtype {value.dtype}: the Hub kernel is taken for float32 only"
     batch, _, heads, channels = value.shape
-    if value.numel() == 0 or sampling_locations.numel() == 0:
-        return "an empty input (the op launches no work for it)"
     if max(value.numel(), sampling_locations.numel(),
            batch * sampling_locations.shape[1] * heads * channels) > MAX_ELEMENTS:
         return f"more than {MAX_ELEMENTS} elements in one tensor (the op indexes with int)"
@@ -100,7 +102,8 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
         if shapes is None:
             return ("spatial_shapes pairs first seen during a CUDA graph capture (copying them "
                     "would sync): warm up with them outside the capture")
-    return HubPlan(shapes, im2col_step(batch))
+    empty = value.numel() == 0 or sampling_locations.numel() == 0
+    return HubPlan(shapes, im2col_step(batch), empty)
 
 
 @functools.cache
@@ -117,6 +120,14 @@ def level_start_index(shapes: torch.Tensor) -> torch.Tensor:
     return sizes.cumsum(0) - sizes
 
 
+def _forward(plan: HubPlan, starts, value, sampling_locations, attention_weights):
+    if plan.empty:
+        batch, _, heads, channels = value.shape
+        return value.new_zeros(batch, sampling_locations.shape[1], heads * channels)
+    return kernel().ms_deform_attn_forward(value, plan.shapes, starts, sampling_locations,
+                                           attention_weights, plan.step)
+
+
 class _HubFunction(torch.autograd.Function):
     """Autograd wiring: the compiled backward gives all three gradients in one call."""
 
@@ -124,16 +135,19 @@ class _HubFunction(torch.autograd.Function):
     def forward(ctx, plan, starts, value, sampling_locations, attention_weights):
         ctx.plan = plan
         ctx.save_for_backward(starts, value, sampling_locations, attention_weights)
-        return kernel().ms_deform_attn_forward(value, plan.shapes, starts, sampling_locations,
-                                               attention_weights, plan.step)
+        return _forward(plan, starts, value, sampling_locations, attention_weights)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         starts, value, sampling_locations, attention_weights = ctx.saved_tensors
-        grad_value, grad_locations, grad_weights = kernel().ms_deform_attn_backward(
-            value, ctx.plan.shapes, starts, sampling_locations, attention_weights,
-            grad_out.contiguous(), ctx.plan.step)
+        if ctx.plan.empty:
+            grads = [torch.zeros_like(t) for t in (value, sampling_locations, attention_weights)]
+        else:
+            grads = kernel().ms_deform_attn_backward(
+                value, ctx.plan.shapes, starts, sampling_locations, attention_weights,
+                grad_out.contiguous(), ctx.plan.step)
+        grad_value, grad_locations, grad_weights = grads
         needs = ctx.needs_input_grad
         return (None, None, grad_value if needs[2] else None,
                 grad_locations if needs[3] else None, grad_weights if needs[4] else None)
@@ -158,8 +172,7 @@ def ms_deform_attn_hub(value, spatial_shapes, sampling_locations, attention_weig
     starts = level_start_index(prepared.shapes)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return _HubFunction.apply(prepared, starts, *tensors)
-    return kernel().ms_deform_attn_forward(tensors[0], prepared.shapes, starts, *tensors[1:],
-                                           prepared.step)
+    return _forward(prepared, starts, *tensors)
 
 
 _HERE = Path(__file__).resolve().parent
