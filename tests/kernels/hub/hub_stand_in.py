@@ -1,6 +1,6 @@
 """A stand-in for the Hub's ``deformable-detr`` build, made inside the tests: a tiny Python
-package in the Hub layout (``build/torch-universal/``) whose ops have the compiled op's signature and
-run in torch on CPU. It uses ``level_start_index`` and ``im2col_step`` as the compiled op does
+package in the Hub layout (``build/torch-universal/``) whose ops have the compiled op's signature
+and run in torch on CPU. It uses ``level_start_index`` and ``im2col_step`` as the compiled op does
 (each level's rows start there; the batch must divide into steps), so a wrong adapter shows in
 the numbers, and it records each call so a test can see it engaged.
 """

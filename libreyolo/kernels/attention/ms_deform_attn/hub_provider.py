@@ -15,9 +15,11 @@ The compiled op takes ``level_start_index`` (derived here on the device from the
 and an ``im2col_step`` that must divide the batch (the largest divisor up to Deformable DETR's
 64). Inputs are made contiguous, as the op requires. An empty input (no batch, query, point or
 channel) is not given to the op, whose launch fails on it (H200, 2026-12-01: the zero-query
-cases): its output and gradients are zeros of the right shapes, what a sum over nothing is. After a warm-up call (which loads the
-kernel and copies level sizes given as pairs to the device), forward and backward make no host
-sync and no allocation outside the caching allocator, so they are CUDA-graph capturable.
+cases): its output and gradients are zeros of the right shapes, what a sum over nothing is.
+
+After a warm-up call (which loads the kernel and copies level sizes given as pairs to the
+device), forward and backward make no host sync and no allocation outside the caching
+allocator, so they are CUDA-graph capturable.
 """
 
 from __future__ import annotations
