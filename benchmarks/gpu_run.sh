@@ -16,7 +16,9 @@
 #     deformable-detr from HUB_SOURCE (default .peers/kernels-community, holding deformable-detr/
 #     and COMMIT) into a Hub-layout cache under a test lock (benchmarks/hub/build_msda.py), then
 #     with HF_HUB_OFFLINE=1: the Hub GPU tests and the stand-in CPU tests, the `--impl hub`
-#     conformance matrix (hub_matrix.json/.md: the evidence), and the Triton-vs-Hub benchmark rows.
+#     conformance matrix (gathered with the build's provenance into
+#     hub_ms_deform_attn_local_build.json: the evidence for benchmarks/results/), and the
+#     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json).
 #     Carry .whl and .peers/kernels-community with the checkout.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
@@ -111,6 +113,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run hub-matrix 360 env PYTEST_PLUGINS=benchmarks.hub.local_lock python3 -m pytest \
             conformance/ --gpu --impl hub --slot ms_deform_attn -n 8 -q -p no:cacheprovider \
             --matrix "$OUT/hub_matrix.json" --summary "$OUT/hub_matrix.md"
+        python3 benchmarks/hub/evidence.py "$OUT" "$OUT/hub_ms_deform_attn_local_build.json"
         run hub-bench 300 python3 benchmarks/bench_ms_deform_attn.py \
             "$OUT/bench_ms_deform_attn_hub.json" --skip-host-path
         unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
