@@ -47,3 +47,17 @@ def test_an_awaiting_pin_of_an_implementation_without_the_lock_in_its_sources_fa
     awaited = {"ms_deform_attn/hub": next(iter(pins.values())).as_dict()}
     found = hub_pins.problems(targets, frozenset(awaited), awaited, pins, lock.LOCK_FILE)
     assert found == ["ms_deform_attn/hub does not list hub_kernels.lock.toml among its sources"]
+
+
+def test_a_lock_that_differs_from_a_green_records_stales_it(whole_suite):
+    """A record covered the lock as it was; today's lock differs: the gate's staleness check
+    names the lock file (a record made for another pin cannot stay green)."""
+    from conformance import gate
+
+    hub = {t.key: t for t in in_tree_targets()}["ms_deform_attn/hub"]
+    current = gate.current_digest(hub)
+    shown = next(f for f in current["files"] if f.endswith("hub_kernels.lock.toml"))
+    recorded = {**current["files"], shown: "0" * 64}
+    record = {"source_digest": "recorded-for-another-pin", "source_files": recorded,
+              "catalogue_entry": current["entry"]}
+    assert shown in gate._stale(hub, record, current)
