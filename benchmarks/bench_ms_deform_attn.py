@@ -20,8 +20,15 @@ With ``LIBREYOLO_PEER_DEFORMABLE_DETR`` naming a folder that holds ``models/ops`
 ``benchmarks/peers/build_deformable_detr.py`` and the same rows are timed for its autograd
 Function (eager and graph replay) and its ``MSDeformAttn`` module (same weights, the case's
 inputs as contiguous int64-tensor layout, as that module takes them); the JSON records the source
-commit. Without it the benchmark runs and says so. Writes the raw numbers as JSON and prints
-markdown tables. Takes a few minutes on an H200, most of it Triton and nvcc compilation.
+commit. Without it the benchmark runs and says so.
+
+With ``LIBREYOLO_HUB_LOCAL_BUILD`` naming a folder written by ``benchmarks/hub/build_msda.py``
+(and ``HF_HUB_OFFLINE=1``, ``HF_HUB_CACHE`` its ``hf-cache``), the ``hub`` implementation is
+loaded from that build under its test lock, checked like the Triton one, and timed beside it
+(float32 only: the Hub kernel is taken for float32), eager and graph replay; the JSON records the
+build (source commit, flags). ``--skip-host-path`` leaves out the helper, module and peer rows.
+Writes the raw numbers as JSON and prints markdown tables. Takes a few minutes on an H200, most
+of it Triton and nvcc compilation.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from libreyolo.nn import MSDeformAttn  # noqa: E402
 IMPLEMENTATIONS = {"portable": ms_deform_attn_portable, "triton": ms_deform_attn_triton}
 SPREAD_RUNS = 20
 PEER_VARIABLE = "LIBREYOLO_PEER_DEFORMABLE_DETR"
+HUB_VARIABLE = "LIBREYOLO_HUB_LOCAL_BUILD"
 # Deformable DETR's modules pass im2col_step=64 (models/ops/modules/ms_deform_attn.py).
 PEER_IM2COL_STEP = 64
 HOST_CALLS = 200
@@ -162,33 +170,55 @@ def steps(fn, value, shapes, locations, weights):
     return forward, forward_backward
 
 
-def backward_spread(value, shapes, locations, weights) -> dict[str, float]:
+def load_hub() -> tuple[dict | None, str]:
+    """The hub implementation on a local build (its build.json) when ``LIBREYOLO_HUB_LOCAL_BUILD``
+    names one, and a status line."""
+    build = os.environ.get(HUB_VARIABLE)
+    if not build:
+        return None, (f"not compared: set {HUB_VARIABLE} to a folder written by "
+                      "benchmarks/hub/build_msda.py")
+    from libreyolo.kernels.attention.ms_deform_attn import hub_provider
+    from libreyolo.kernels.hub import lock
+
+    lock.LOCK_FILE = Path(build) / "lock.toml"
+    try:
+        hub_provider.kernel()
+    except Exception as exc:  # noqa: BLE001 - the other rows are still worth the run
+        return None, f"not compared: loading the Hub kernel failed ({type(exc).__name__}: {exc})"
+    info = json.loads((Path(build) / "build.json").read_text())
+    IMPLEMENTATIONS["hub"] = hub_provider.ms_deform_attn_hub
+    return info, (f"compared: a local build of kernels-community@{info['source_commit'][:12]} "
+                  f"({info['variant']}, {' '.join(info['cuda_flags'])}), not the upstream binary")
+
+
+def backward_spread(value, shapes, locations, weights, fn=ms_deform_attn_triton
+                    ) -> dict[str, float]:
     """Largest difference between runs of each gradient (atomic adds make them order-dependent)."""
     runs = []
     grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
                        device=value.device, dtype=value.dtype)
     for _ in range(SPREAD_RUNS):
         leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
-        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
+        fn(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
         runs.append([leaf.grad for leaf in leaves])
     names = ("grad_value", "grad_sampling_locations", "grad_attention_weights")
     return {name: max((run[i] - runs[0][i]).abs().max().item() for run in runs)
             for i, name in enumerate(names)}
 
 
-def verify(case, dtype) -> dict:
+def verify(case, dtype, fn=ms_deform_attn_triton) -> dict:
     """Bounded contract on fresh inputs, every one of 20 backward runs, and their spread."""
     inputs = make_inputs(case, dtype=dtype, device="cuda", seed=1234)
     verdicts = []
     for seed in range(SPREAD_RUNS):
-        verdicts += bounded_check(ms_deform_attn_triton, *inputs, seed=seed)
+        verdicts += bounded_check(fn, *inputs, seed=seed)
     failed = [v for v in verdicts if not v.passed]
     if failed:
-        raise SystemExit(f"{case.name}: Triton output outside the bounded contract: {failed[:4]}")
+        raise SystemExit(f"{case.name}: {fn.__name__} outside the bounded contract: {failed[:4]}")
     worst = {}
     for v in verdicts:
         worst[v.quantity] = max(worst.get(v.quantity, 0.0), v.error / v.bound if v.bound else 0)
-    return {"worst_error_over_bound": worst, "backward_spread": backward_spread(*inputs)}
+    return {"worst_error_over_bound": worst, "backward_spread": backward_spread(*inputs, fn=fn)}
 
 
 def _helper(value, shapes, locations, weights):
@@ -256,17 +286,25 @@ def time_module(module, inputs, iters) -> dict:
             "host_forward_us": host_us(forward)}
 
 
-def bench_case(case, dtype, iters, peer: Peer | None) -> dict:
+def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) -> dict:
     inputs = make_inputs(case, dtype=dtype, device="cuda", seed=0)
     result = {"case": case.name, "source": case.source, "dtype": str(dtype).removeprefix("torch."),
               "check": verify(case, dtype)}
+    hub = "hub" in IMPLEMENTATIONS and dtype == torch.float32
+    if hub:
+        result["hub_check"] = verify(case, dtype, IMPLEMENTATIONS["hub"])
     for name, fn in IMPLEMENTATIONS.items():
+        if name == "hub" and not hub:
+            continue
         forward, forward_backward = steps(fn, *inputs)
         result[name] = {"forward_ms": time_ms(forward, iters),
                         "forward_backward_ms": time_ms(forward_backward, iters)}
-    forward, forward_backward = steps(ms_deform_attn_triton, *inputs)
-    result["triton"]["graph_forward_ms"] = time_graph_ms(forward, iters)
-    result["triton"]["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
+    for name in ("triton", "hub") if hub else ("triton",):
+        forward, forward_backward = steps(IMPLEMENTATIONS[name], *inputs)
+        result[name]["graph_forward_ms"] = time_graph_ms(forward, iters)
+        result[name]["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
+    if not host_path:
+        return result
     # the host path: the case's own layout (pairs or a tensor, channel-major views) as callers
     # hand it over
     result["helper"] = time_slot(_helper, inputs, iters)
@@ -310,6 +348,24 @@ def _ratio(ours: dict, theirs: dict | None, key: str) -> str:
     return f"{mine:.3f} / {other:.3f} = {mine / other:.2f}x"
 
 
+def hub_table(results: list[dict]) -> str:
+    """Triton / Hub kernel (ms; below 1x Triton is faster), the slot's implementations called
+    directly on the same inputs, eager and as CUDA-graph replays."""
+    columns = [("forward_ms", "fwd"), ("forward_backward_ms", "fwd+bwd"),
+               ("graph_forward_ms", "graph fwd"), ("graph_forward_backward_ms", "graph fwd+bwd")]
+    rows = ["| case | dtype | portable fwd / fwd+bwd ms | "
+            + " | ".join(f"triton / hub {label}" for _, label in columns) + " |",
+            "|---|---|---|" + "---|" * len(columns)]
+    for r in results:
+        if "hub" not in r:
+            continue
+        portable = (f"{median(r['portable']['forward_ms']):.3f} / "
+                    f"{median(r['portable']['forward_backward_ms']):.3f}")
+        cells = [_ratio(r["triton"], r["hub"], key) for key, _ in columns]
+        rows.append(f"| {r['case']} | {r['dtype']} | {portable} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def peer_table(results: list[dict]) -> str:
     """Ours / Deformable DETR's op (ms, or µs of host time per call); below 1x we are faster."""
     columns = [("helper", "peer_function", "forward_ms", "helper fwd"),
@@ -334,6 +390,8 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--cases", nargs="*", help="case names (default: medium and large)")
+    parser.add_argument("--skip-host-path", action="store_true",
+                        help="leave out the helper, module and peer rows")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA GPU")
@@ -343,17 +401,28 @@ def main(argv=None) -> None:
     cases = load_cases(sizes=("medium", "large"))
     if args.cases:
         cases = [c for c in load_cases() if c.name in args.cases]
-    peer, peer_status = load_peer()
+    peer, peer_status = (None, "not compared: --skip-host-path") if args.skip_host_path \
+        else load_peer()
     print(f"Deformable DETR's op: {peer_status}")
-    results = [bench_case(case, dtype, args.iters, peer) for case in cases]
+    hub, hub_status = load_hub()
+    print(f"Hub kernel: {hub_status}")
+    results = [bench_case(case, dtype, args.iters, peer, not args.skip_host_path)
+               for case in cases]
     environment = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "cuda": torch.version.cuda, "triton": __import__("triton").__version__,
                    "python": platform.python_version()}
     peer_record = {"source": "fundamentalvision/Deformable-DETR models/ops (Apache-2.0)",
                    "commit": peer.commit if peer else None, "status": peer_status}
     args.out.write_text(json.dumps({"environment": environment, "peer": peer_record,
+                                    "hub": {"build": hub, "status": hub_status},
                                     "results": results}, indent=1))
     print(table(results))
+    if hub is not None:
+        print()
+        print(f"Triton / Hub kernel ({hub_status}):")
+        print(hub_table(results))
+    if args.skip_host_path:
+        return
     print()
     print(f"Ours / Deformable DETR's op ({peer_status}):")
     print(peer_table(results))

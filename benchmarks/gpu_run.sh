@@ -5,11 +5,21 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
-#     bench-fp8 tests declarations (default: all, in that order)
+#     bench-fp8 tests declarations hub (default: all but hub, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
 #   TESTS: the test paths of the tests stage (default: every GPU test file).
+#   hub: the Hub kernel end to end, offline (docs/hub_kernels.md, "Evidence"): installs `kernels`
+#     from carried wheels (HUB_WHEELS, default .whl: the 44 wheels of `pip download
+#     'kernels>=0.17,<0.18'` for CPython 3.12 manylinux x86_64), builds kernels-community's
+#     deformable-detr from HUB_SOURCE (default .peers/kernels-community, holding deformable-detr/
+#     and COMMIT) into a Hub-layout cache under a test lock (benchmarks/hub/build_msda.py), then
+#     with HF_HUB_OFFLINE=1: the Hub GPU tests and the stand-in CPU tests, the `--impl hub`
+#     conformance matrix (gathered with the build's provenance into
+#     hub_ms_deform_attn_local_build.json: the evidence for benchmarks/results/), and the
+#     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json).
+#     Carry .whl and .peers/kernels-community with the checkout.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -93,6 +103,28 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # Deformable DETR's op, built from a source checkout carried in .peers/ (never committed)
         run bench-msda 420 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
             python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
+    hub)
+        hub_build="$OUT/hub-build"
+        run hub-install 120 env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-index \
+            --find-links "${HUB_WHEELS:-.whl}" \
+            'kernels>=0.17,<0.18'
+        run hub-build 360 python3 benchmarks/hub/build_msda.py \
+            "${HUB_SOURCE:-.peers/kernels-community}" "$hub_build"
+        cp "$hub_build/build.json" "$OUT/hub_build.json" 2>/dev/null
+        cp "$hub_build/lock.toml" "$OUT/hub_test_lock.toml" 2>/dev/null
+        # offline, from the local build's cache and test lock (set before anything imports them)
+        export HF_HUB_OFFLINE=1 HF_HUB_CACHE="$hub_build/hf-cache" \
+            LIBREYOLO_HUB_LOCAL_BUILD="$hub_build"
+        run hub-tests 240 python3 -m pytest -v -n 4 -p no:cacheprovider \
+            tests/attention/test_hub_cuda.py tests/kernels/hub
+        run hub-matrix 360 env PYTEST_PLUGINS=benchmarks.hub.local_lock python3 -m pytest \
+            conformance/ --gpu --impl hub --slot ms_deform_attn -n 8 -q -p no:cacheprovider \
+            --matrix "$OUT/hub_matrix.json" --summary "$OUT/hub_matrix.md"
+        python3 benchmarks/hub/evidence.py "$OUT" "$OUT/hub_ms_deform_attn_local_build.json"
+        run hub-bench 300 python3 benchmarks/bench_ms_deform_attn.py \
+            "$OUT/bench_ms_deform_attn_hub.json" --skip-host-path
+        unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
+        rm -rf "$hub_build" ;;
     bench-ragged)
         run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
             "$OUT/bench_ms_deform_attn_ragged.json" ;;

@@ -104,7 +104,11 @@ SLOTS = [
         portable=ms_deform_attn_portable,
         dtypes=FLOAT_DTYPES,
         layouts=MSDA_LAYOUTS,
+        # the Hub kernel (Deformable DETR's compiled op) is taken on CUDA, float32 only
         expects={"triton": TRITON_EXPECTATION,
+                 "hub": Expectation(modes=frozenset({"cuda", "cuda-graph"}),
+                                    dtypes=frozenset({torch.float32}),
+                                    layouts=frozenset(MSDA_LAYOUTS)),
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
                                   layouts=frozenset(MSDA_LAYOUTS))},
         error_inputs=MSDA_ERRORS,

@@ -25,6 +25,8 @@ IN_TREE_PROVIDERS: tuple[str, ...] = (
     "libreyolo.kernels.quant.execute.unpack_provider",
     "libreyolo.kernels.attention.ms_deform_attn.ragged_triton_provider",
     "libreyolo.kernels.quant.execute.fp8_provider",
+    # after the Triton one: registered on top, it wins where it is eligible
+    "libreyolo.kernels.attention.ms_deform_attn.hub_provider",
 )
 THIRD_PARTY_PACKAGE = "libreyolo_kernels"
 ENTRY_POINT_GROUP = "libreyolo.kernels"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 KERNELS = "LIBREYOLO_KERNELS"
 LEGACY_KERNELS = "LIBREYOLO_QUANT_KERNELS"  # read only when KERNELS is unset
 HUB_KERNELS = "LIBREYOLO_HUB_KERNELS"
+# Accept a Hub build variant the lock has no audited digest for (docs/hub_kernels.md).
+HUB_UNAUDITED = "LIBREYOLO_HUB_KERNELS_UNAUDITED"
 
 REFERENCE = "reference"
 _FORCE_REFERENCE = frozenset({"off", REFERENCE})
@@ -135,7 +137,16 @@ def hub_kernels_enabled() -> bool:
     return value is None or value not in _FALSE
 
 
+_TRUE = frozenset({"1", "true", "on", "yes"})
+
+
+def hub_unaudited_allowed() -> bool:
+    """True when ``LIBREYOLO_HUB_KERNELS_UNAUDITED`` is 1/true/on/yes: a Hub build variant the
+    lock holds no digest for may load (with one warning) instead of being refused."""
+    return _normalized(HUB_UNAUDITED) in _TRUE
+
+
 def in_effect() -> dict[str, str | None]:
     """The raw values of every setting, for the CLI and for parity records."""
-    variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, TRITON_INTERPRET)
+    variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, HUB_UNAUDITED, TRITON_INTERPRET)
     return {name: os.environ.get(name) for name in variables}

@@ -27,7 +27,8 @@ def test_json_report_covers_every_slot_and_the_settings():
     data = json.loads(done.stdout)
     assert set(data["slots"]) == set(slot_names())
     assert set(data["settings"]) == {
-        "LIBREYOLO_KERNELS", "LIBREYOLO_QUANT_KERNELS", "LIBREYOLO_HUB_KERNELS", "TRITON_INTERPRET"
+        "LIBREYOLO_KERNELS", "LIBREYOLO_QUANT_KERNELS", "LIBREYOLO_HUB_KERNELS",
+        "LIBREYOLO_HUB_KERNELS_UNAUDITED", "TRITON_INTERPRET"
     }
     assert data["slots"]["fake_quant_fp8"]["selected"] in {"reference", "triton"}
     assert data["slots"]["fake_quant_fp8"]["implementations"][-1]["name"] == "reference"
