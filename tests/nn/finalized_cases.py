@@ -40,13 +40,13 @@ class Format:
         w = layer.weight.detach()
         if self.weight_qmax is not None:
             amax = w.abs().amax(dim=tuple(range(1, w.dim())))
-            kwargs["weight_scale"] = amax / torch.tensor(self.weight_qmax)
+            kwargs["weight_scale"] = amax / torch.tensor(self.weight_qmax, device=w.device)
         if self.input_scale is not None:
-            kwargs["input_scale"] = torch.tensor(self.input_scale)
+            kwargs["input_scale"] = torch.tensor(self.input_scale, device=w.device)
         if self.input_zero_point is not None:
             kwargs["input_zero_point"] = self.input_zero_point
         if self.global_amax is not None:
-            kwargs["global_amax"] = torch.tensor(self.global_amax)
+            kwargs["global_amax"] = torch.tensor(self.global_amax, device=w.device)
         return kwargs
 
 
@@ -81,10 +81,11 @@ class Layer:
     def finalized_class(self):
         return FinalizedLinear if self.kind == "linear" else FinalizedConv2d
 
-    def x(self, seed: int = 1, dtype=torch.float32) -> torch.Tensor:
+    def x(self, seed: int = 1, dtype=torch.float32, device="cpu") -> torch.Tensor:
         generator = torch.Generator().manual_seed(seed)
         x = torch.randn(self.input, generator=generator)
-        return (x * torch.exp2(torch.randint(-4, 4, self.input, generator=generator))).to(dtype)
+        x = x * torch.exp2(torch.randint(-4, 4, self.input, generator=generator))
+        return x.to(dtype=dtype, device=device)
 
 
 def _layer(entry: dict) -> Layer:
@@ -101,9 +102,9 @@ FORMATS = {entry["id"]: Format(**entry) for entry in _DATA["format"]}
 LAYERS = {entry["id"]: _layer(dict(entry)) for entry in _DATA["layer"]}
 
 
-def finalize(fmt: Format, layer: Layer, seed: int = 0):
+def finalize(fmt: Format, layer: Layer, seed: int = 0, device="cpu"):
     """(float layer, its finalized layer) for this format."""
-    float_layer = layer.float_layer(seed)
+    float_layer = layer.float_layer(seed).to(device)
     finalized = layer.finalized_class.from_float(
         float_layer, fmt.weight, fmt.activation, **fmt.from_float_kwargs(float_layer))
     return float_layer, finalized
@@ -125,7 +126,7 @@ def quantized_weight(fmt: Format, float_layer: nn.Module) -> torch.Tensor:
     else:
         q = getattr(fq, f"fake_quant_{fmt.weight}_weight")(matrix)
     if w.dim() == 2:
-        return q
+        return q.contiguous()  # dense rows, as a layer's weight
     out, per_group, kh, kw = w.shape
     return q.reshape(out, kh, kw, per_group).permute(0, 3, 1, 2).clone(
         memory_format=torch.contiguous_format)  # an nn.Conv2d weight's strides
@@ -135,10 +136,11 @@ def quantized_input(fmt: Format, x: torch.Tensor, channels_last: bool) -> torch.
     """The input as the activation format's fake-quant reference quantizes it."""
     if fmt.activation is None:
         return x
+    scale = torch.tensor(fmt.input_scale or 0.0, device=x.device)
     if fmt.activation == "fp8_static":
-        return fq.fake_quant_fp8(x, torch.tensor(fmt.input_scale))
+        return fq.fake_quant_fp8(x, scale)
     if fmt.activation == "int8_affine":
-        return fq.fake_quant_int8_affine(x, torch.tensor(fmt.input_scale), fmt.input_zero_point)
+        return fq.fake_quant_int8_affine(x, scale, fmt.input_zero_point)
     op = {"fp8_dynamic": fq.fake_quant_fp8}.get(
         fmt.activation, getattr(fq, f"fake_quant_{fmt.activation}", None))
     if channels_last:

@@ -140,3 +140,33 @@ def test_a_loaded_zero_point_is_the_one_the_forward_uses():
     x = layer.x()
     with torch.no_grad():
         assert_same_bits(finalized(x), oracle(moved, layer, float_layer, x))
+
+
+def test_the_kept_weight_is_refreshed_by_every_change_of_the_buffers(monkeypatch):
+    """The dequantize-once mechanism (what the eager CUDA forward uses; driven directly here, and
+    through the forward in test_finalized_cuda.py): one dequantization per dtype and buffer
+    state, another after an in-place write, a load, a move, or a replaced buffer."""
+    spec, layer = FORMATS["nvfp4"], LAYERS["linear"]
+    _, finalized = finalize(spec, layer)
+    _, other = finalize(spec, layer, seed=5)
+    calls = []
+    dequantize = finalized._dequantize
+    monkeypatch.setattr(finalized, "_dequantize",
+                        lambda dtype: calls.append(dtype) or dequantize(dtype))
+    kept = finalized._dequantized(torch.float32)
+    assert finalized._dequantized(torch.float32) is kept and len(calls) == 1
+    assert finalized._dequantized(torch.bfloat16).dtype == torch.bfloat16 and len(calls) == 2
+    finalized.load_state_dict(other.state_dict())
+    assert_same_bits(finalized._dequantized(torch.float32), other._dequantize(torch.float32))
+    assert len(calls) == 3
+    finalized.tensor_scale.mul_(2)
+    finalized._dequantized(torch.float32)
+    assert len(calls) == 4
+    finalized.to("cpu", torch.float16)  # a module cast: the contract's buffers keep their dtypes
+    finalized._dequantized(torch.float32)
+    assert len(calls) == 5
+    finalized.codes = other.codes.clone()
+    finalized._dequantized(torch.float32)
+    assert len(calls) == 6
+    finalized._dequantized(torch.float32)
+    assert len(calls) == 6

@@ -238,7 +238,7 @@ class _Finalized(nn.Module):
                 a is b for a, b in zip(cached[0][1], key[1], strict=True)):
             return cached[1]
         weight = self._dequantize(dtype)
-        if not torch.cuda.is_current_stream_capturing():
+        if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
             self._cache = (key, weight)
         return weight
 
@@ -323,7 +323,9 @@ class FinalizedLinear(_Finalized):
 
     @staticmethod
     def _weight_of_matrix(matrix: torch.Tensor) -> torch.Tensor:
-        return matrix
+        """Contiguous: the reference unpack returns a ragged row's padded stride, the kernel a
+        dense one, and a GEMM may pick its algorithm (so its bits) by the leading dimension."""
+        return matrix.contiguous()
 
     def _check_input(self, x) -> None:
         super()._check_input(x)
