@@ -4,12 +4,15 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests
+#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
+#     bench-finalized tests finalized
 #     (default: all, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
 #   TESTS: the test paths of the tests stage (default: every GPU test file).
+#   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
+#     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -27,7 +30,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged tests)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged \
+    bench-finalized tests finalized)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -89,6 +93,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     bench-ragged)
         run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
             "$OUT/bench_ms_deform_attn_ragged.json" ;;
+    bench-finalized)
+        run bench-finalized 240 python3 benchmarks/bench_finalized.py "$OUT/bench_finalized.json" ;;
+    finalized)
+        run finalized 300 python3 -m pytest -v -n 4 -p no:cacheprovider \
+            tests/nn/test_finalized_cuda.py tests/quant/test_quant_format_tables.py -k \
+            'test_finalized_cuda or floor_log2' ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done
