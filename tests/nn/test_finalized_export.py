@@ -20,6 +20,8 @@ import onnxruntime
 import pytest
 import torch
 
+from libreyolo.nn.finalized import WEIGHT_FORMATS
+
 from .finalized_cases import FORMATS, LAYERS, finalize, magnitude, reduction_length
 from .test_finalized_forward import assert_same_bits
 
@@ -66,15 +68,28 @@ def test_torch_export_holds_aten_ops_only_and_replays_the_eager_bits(fmt, layer)
         assert_same_bits(program.module()(fresh), _eager(finalized, fresh))
 
 
-def _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, dynamo):
+ONNX_DTYPES = {torch.float8_e4m3fn: onnx.TensorProto.FLOAT8E4M3FN,
+               torch.float32: onnx.TensorProto.FLOAT, torch.uint8: onnx.TensorProto.UINT8,
+               torch.int8: onnx.TensorProto.INT8}
+
+
+def _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, dynamo, packed):
+    """``packed``: export with the exporter's constant folding off, so the file keeps the packed
+    buffers and onnxruntime runs the unpack math; on (the default), the exporter folds the
+    dequantized weight into a dense float initializer."""
     spec, geometry = FORMATS[fmt], LAYERS[layer]
     float_layer, finalized = finalize(spec, geometry)
     path = tmp_path / "finalized.onnx"
+    folding = {"optimize": not packed} if dynamo else {"do_constant_folding": not packed}
     with torch.no_grad():
         torch.onnx.export(finalized, (geometry.x(),), str(path), dynamo=dynamo,
-                          input_names=["x"], output_names=["y"])
+                          input_names=["x"], output_names=["y"], **folding)
     model = onnx.load(str(path))
     assert {node.domain for node in model.graph.node} <= {"", "ai.onnx"}
+    if packed:
+        initializers = {t.name: t.data_type for t in model.graph.initializer}
+        for name in WEIGHT_FORMATS[spec.weight].fields:
+            assert initializers.get(name) == ONNX_DTYPES[getattr(finalized, name).dtype], name
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     fresh = geometry.x(seed=2)
     (out,) = session.run(None, {"x": fresh.numpy()})
@@ -86,12 +101,13 @@ def _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, dyna
     assert (error <= bound).all(), f"worst excess {(error - bound).max().item()}"
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "folded"])
 @pytest.mark.parametrize("fmt, layer", ALL)
-def test_torchscript_onnx_runs_in_onnxruntime_within_the_accumulation_bound(fmt, layer,
+def test_torchscript_onnx_runs_in_onnxruntime_within_the_accumulation_bound(fmt, layer, packed,
                                                                             tmp_path):
-    _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, dynamo=False)
+    _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, False, packed)
 
 
 @pytest.mark.parametrize("fmt, layer", DYNAMO)
 def test_dynamo_onnx_runs_in_onnxruntime_within_the_accumulation_bound(fmt, layer, tmp_path):
-    _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, dynamo=True)
+    _onnx_matches_eager_within_the_accumulation_bound(fmt, layer, tmp_path, True, packed=True)
