@@ -77,6 +77,12 @@ ERRORS = {
     "channels not divisible by groups": (
         lambda: FinalizedConv2d(10, 6, 3, groups=4, weight="mxfp4"), ValueError,
         r"^in_channels \(10\) and out_channels \(6\) must be divisible by groups \(4\)"),
+    "an unknown padding mode": (
+        lambda: FinalizedConv2d(8, 6, 3, padding="full", weight="mxfp4"), ValueError,
+        r"^padding must be 'same', 'valid' or ints, got 'full'"),
+    "same padding with a stride": (
+        lambda: FinalizedConv2d(8, 6, 3, stride=2, padding="same", weight="mxfp4"), ValueError,
+        r"^padding='same' needs stride 1 \(as nn.Conv2d\), got \(2, 2\)"),
     "zero kernel size": (
         lambda: FinalizedConv2d(8, 6, (3, 0), weight="mxfp4"), ValueError,
         r"^kernel_size must be a positive int"),

@@ -365,6 +365,10 @@ class FinalizedConv2d(_Finalized):
         self.kernel_size, self.stride, self.dilation = _pair(kernel_size), _pair(stride), _pair(
             dilation)
         self.padding = padding if isinstance(padding, str) else _pair(padding)
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
+        if padding == "same" and self.stride != (1, 1):
+            raise ValueError(f"padding='same' needs stride 1 (as nn.Conv2d), got {self.stride}")
         for name, pair in (("kernel_size", self.kernel_size), ("stride", self.stride),
                            ("dilation", self.dilation)):
             for n in pair:
