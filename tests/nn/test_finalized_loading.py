@@ -30,6 +30,7 @@ CHILD = textwrap.dedent(
     from tests.nn.finalized_cases import FORMATS, LAYERS
 
     folder = sys.argv[1]
+    torch.set_num_threads(int(sys.argv[2]))  # the CPU convolution's algorithm follows it
     seen = {"cuda": torch.cuda.is_available()}
     for fmt, spec in FORMATS.items():
         for name, layer in LAYERS.items():
@@ -57,7 +58,8 @@ def test_a_checkpoint_loads_and_runs_without_triton_or_cuda(tmp_path):
             with torch.no_grad():
                 expected[f"{fmt}-{name}"] = finalized(layer.x())
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path),
+                           str(torch.get_num_threads())], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"cuda": False, "triton": False}
