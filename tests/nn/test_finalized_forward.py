@@ -9,7 +9,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from libreyolo.nn.finalized import WEIGHT_FORMATS
+from libreyolo.nn.finalized import WEIGHT_FORMATS, FinalizedConv2d
 from libreyolo.quant import packing
 
 from .finalized_cases import FORMATS, LAYERS, finalize, oracle
@@ -170,3 +170,21 @@ def test_the_kept_weight_is_refreshed_by_every_change_of_the_buffers(monkeypatch
     assert len(calls) == 6
     finalized._dequantized(torch.float32)
     assert len(calls) == 6
+
+
+@pytest.mark.parametrize("weight, activation, qmax, calibration", [
+    ("fp8", "fp8_dynamic", 448.0, {}),
+    ("int8", "int8_affine", 127.0, {"input_scale": torch.tensor(0.1), "input_zero_point": 0}),
+])
+def test_without_a_weight_scale_each_channel_scales_its_amax_to_the_format_max(
+        weight, activation, qmax, calibration):
+    layer = LAYERS["conv3x3-stride2-nobias"].float_layer()
+    with torch.no_grad():
+        layer.weight[1].zero_()  # an all-zero channel: scale 1 (docs/quantization.md, rule 6)
+    amax = layer.weight.detach().abs().amax(dim=(1, 2, 3))
+    scale = torch.where(amax == 0, 1.0, amax / torch.tensor(qmax))
+    default = FinalizedConv2d.from_float(layer, weight, activation, **calibration)
+    given = FinalizedConv2d.from_float(layer, weight, activation, weight_scale=scale,
+                                       **calibration)
+    for name, tensor in given.state_dict().items():
+        assert torch.equal(_bytes(default.state_dict()[name]), _bytes(tensor)), name

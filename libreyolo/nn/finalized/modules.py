@@ -32,8 +32,8 @@ from .formats import _PACKED_INTEGERS, ACTIVATION_FORMATS, WEIGHT_FORMATS
 # The per-channel weight scale from_float computes when none is given: the channel's finite
 # amax over the format's max (docs/quantization.md, rule 6's rule for computed scales).
 _PER_CHANNEL_QMAX = {"fp8": E4M3.max_value, "int8": float(int_qmax(8))}
-# Buffers whose dtype is part of the contract: module dtype casts (.half(), .to(dtype)) move them
-# between devices but never convert them (bias, an ordinary float, follows the cast).
+# The activation formats' calibrated buffers and their dtypes, part of the contract as the packed
+# tensors are (module casts never convert them, see `_apply`).
 _ACTIVATION_DTYPES = {"input_scale": torch.float32, "input_zero_point": torch.int8}
 
 
@@ -249,30 +249,33 @@ class _Finalized(nn.Module):
 
     # -- from a calibrated float layer --------------------------------------------------------
 
-    @classmethod
-    def _pack_float(cls, layer, module_type, weight, bits, group_size, weight_scale,
-                    global_amax) -> tuple:
-        if not isinstance(layer, module_type):
-            raise TypeError(f"module must be a torch.nn.{module_type.__name__}, got "
-                            f"{type(layer).__name__}")
-        w = v.check_float_tensor("module.weight", layer.weight.detach())
+    def _load_float(self, module, weight_scale, global_amax, input_scale, input_zero_point):
+        """Pack ``module``'s weight in this layer's format and load it with the calibration."""
+        w = v.check_float_tensor("module.weight", module.weight.detach())
         v.check_all_finite("module.weight", w)
-        fmt = WEIGHT_FORMATS.get(weight)
-        if fmt is None:
-            raise ValueError(f"weight must be one of {tuple(WEIGHT_FORMATS)}, got {weight!r}")
-        if weight_scale is not None and not fmt.per_channel:
+        weight = self.weight_format
+        if weight_scale is not None and not self._format.per_channel:
             raise ValueError(f"weight_scale: only weight='fp8' or 'int8' takes a per-channel "
                              f"scale, got one for weight={weight!r}")
         if global_amax is not None and weight != "nvfp4":
             raise ValueError(f"global_amax: only weight='nvfp4' takes it, got one for "
                              f"weight={weight!r}")
-        if fmt.per_channel:
+        if self._format.per_channel:
             if weight_scale is None:
                 amax = finite_amax(w.float(), tuple(range(1, w.dim()))).reshape(-1)
                 weight_scale = scale_from_amax(amax, _PER_CHANNEL_QMAX[weight])
             v.check_scale("weight_scale", weight_scale, (w.shape[0],), w.device)
-            return w, weight_scale, global_amax
-        return cls._matrix_of_weight(w), None, global_amax
+            packed = self._format.pack(w, self._options, weight_scale, None)
+        else:
+            packed = self._format.pack(self._matrix_of_weight(w), self._options, None, global_amax)
+        return self.load_packed(packed, module.bias, input_scale=input_scale,
+                                input_zero_point=input_zero_point)
+
+
+def _check_module(module, module_type) -> None:
+    if not isinstance(module, module_type):
+        raise TypeError(f"module must be a torch.nn.{module_type.__name__}, got "
+                        f"{type(module).__name__}")
 
 
 class FinalizedLinear(_Finalized):
@@ -308,14 +311,11 @@ class FinalizedLinear(_Finalized):
         ``(out_features,)``; default the channel's amax over 448 or 127), ``global_amax``
         (nvfp4, optional), ``input_scale`` (float32 0-dim: fp8_static, int8_affine) and
         ``input_zero_point`` (int8_affine) are what calibration found."""
-        w, scale, amax = cls._pack_float(module, nn.Linear, weight, bits, group_size,
-                                         weight_scale, global_amax)
+        _check_module(module, nn.Linear)
         layer = cls(module.in_features, module.out_features, module.bias is not None,
                     weight=weight, activation=activation, bits=bits, group_size=group_size,
-                    device=w.device)
-        packed = layer._format.pack(w, layer._options, scale, amax)
-        return layer.load_packed(packed, module.bias, input_scale=input_scale,
-                                 input_zero_point=input_zero_point)
+                    device=module.weight.device)
+        return layer._load_float(module, weight_scale, global_amax, input_scale, input_zero_point)
 
     @staticmethod
     def _matrix_of_weight(w: torch.Tensor) -> torch.Tensor:
@@ -387,17 +387,14 @@ class FinalizedConv2d(_Finalized):
                    input_zero_point: int | torch.Tensor | None = None) -> FinalizedConv2d:
         """Quantize a calibrated ``nn.Conv2d`` (zero padding); arguments as
         ``FinalizedLinear.from_float``."""
-        w, scale, amax = cls._pack_float(module, nn.Conv2d, weight, bits, group_size,
-                                         weight_scale, global_amax)
+        _check_module(module, nn.Conv2d)
         if module.padding_mode != "zeros":
             raise ValueError(f"module.padding_mode must be 'zeros', got {module.padding_mode!r}")
         layer = cls(module.in_channels, module.out_channels, module.kernel_size, module.stride,
                     module.padding, module.dilation, module.groups, module.bias is not None,
                     weight=weight, activation=activation, bits=bits, group_size=group_size,
-                    device=w.device)
-        packed = layer._format.pack(w, layer._options, scale, amax)
-        return layer.load_packed(packed, module.bias, input_scale=input_scale,
-                                 input_zero_point=input_zero_point)
+                    device=module.weight.device)
+        return layer._load_float(module, weight_scale, global_amax, input_scale, input_zero_point)
 
     @staticmethod
     def _matrix_of_weight(w: torch.Tensor) -> torch.Tensor:
