@@ -5,7 +5,8 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
-#     bench-fp8 tests declarations hub (default: all but hub, in that order)
+#     bench-fp8 bench-finalized tests declarations finalized hub (default: all but hub, in that
+#     order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -20,6 +21,8 @@
 #     hub_ms_deform_attn_local_build.json: the evidence for benchmarks/results/), and the
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json).
 #     Carry .whl and .peers/kernels-community with the checkout.
+#   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
+#     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -37,7 +40,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
-[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged bench-fp8 tests declarations)
+[ ${#stages[@]} -eq 0 ] && stages=(env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged \
+    bench-fp8 bench-finalized tests declarations finalized)
 summary=()
 
 run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what BUDGET leaves
@@ -133,6 +137,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # the policy table it measured beside its results (libreyolo/kernels/quant/execute/)
         run bench-fp8 240 python3 benchmarks/bench_fp8.py "$OUT/bench_fp8.json" \
             --policy "$OUT/fp8_policy.toml" ;;
+    bench-finalized)
+        run bench-finalized 240 python3 benchmarks/bench_finalized.py "$OUT/bench_finalized.json" ;;
+    finalized)
+        run finalized 300 python3 -m pytest -v -n 4 -p no:cacheprovider \
+            tests/nn/test_finalized_cuda.py tests/quant/test_quant_format_tables.py -k \
+            'test_finalized_cuda or floor_log2' ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done

@@ -16,15 +16,20 @@ from libreyolo.quant import quantizers
 from libreyolo.quant.numerics import canonical_nan_like
 
 
+def _forward_values(x: torch.Tensor, result: quantizers.Quantized) -> torch.Tensor:
+    """The quantizer's values cast back to x's dtype, NaN inputs as the canonical NaN."""
+    out = result.values.to(x.dtype)
+    return torch.where(torch.isnan(x), canonical_nan_like(x.dtype, x.device), out)
+
+
 class _StraightThrough(torch.autograd.Function):
-    """Forward: the quantizer's values cast back to x's dtype. Backward: grad where mask, else 0."""
+    """Forward: ``_forward_values``. Backward: grad where mask, else 0."""
 
     @staticmethod
     def forward(ctx, x, quantizer, args, kwargs):
         result = quantizer(x, *args, **kwargs)
         ctx.save_for_backward(result.mask)
-        out = result.values.to(x.dtype)
-        return torch.where(torch.isnan(x), canonical_nan_like(x.dtype, x.device), out)
+        return _forward_values(x, result)
 
     @staticmethod
     def backward(ctx, grad):
@@ -33,7 +38,12 @@ class _StraightThrough(torch.autograd.Function):
 
 
 def _fake_quant(quantizer: Callable[..., quantizers.Quantized], x, *args, **kwargs):
-    return _StraightThrough.apply(x, quantizer, args, kwargs)
+    """The autograd function only where a gradient can flow: it is a Python callback that
+    ``torch.jit.trace`` records as an opaque ``prim::PythonOp`` and the ONNX exporters cannot
+    translate, so an inference input (finalized models, exports) gets the plain tensor math."""
+    if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
+        return _StraightThrough.apply(x, quantizer, args, kwargs)
+    return _forward_values(x, quantizer(x, *args, **kwargs))
 
 
 def fake_quant_int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0):

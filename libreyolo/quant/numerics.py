@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from libreyolo.capture import is_capturing
 from libreyolo.quant.formats import FloatFormat
 
 _FP32_MIN_EXPONENT = -149  # the smallest float32 subnormal is 2^-149
@@ -36,9 +37,25 @@ def floor_log2(magnitude: torch.Tensor) -> torch.Tensor:
     """floor(log2(m)) as int32 for finite float32 m > 0 (subnormals included); -1 for m = 0.
 
     torch.frexp is exact on every device: m = mantissa * 2^e with mantissa in [0.5, 1).
-    Callers handle m = 0 themselves.
+    Callers handle m = 0 themselves. While a graph is captured the same integers come from
+    ``_floor_log2_exportable``: frexp has no ONNX translation in either exporter.
     """
+    if is_capturing():
+        return _floor_log2_exportable(magnitude)
     return torch.frexp(magnitude).exponent - 1
+
+
+def _floor_log2_exportable(magnitude: torch.Tensor) -> torch.Tensor:
+    """floor_log2 from ops every exporter translates: log2's floor (clamped to float32's
+    exponents, so a log2 that flushed a subnormal to -inf stays an integer), corrected once each
+    way against exact powers of two, which is exact wherever log2 is within one of the truth.
+    Equal to frexp's on every float32 power of two, its neighbours and the subnormals, in torch
+    and in onnxruntime (tests/quant/test_quant_format_tables.py, tests/nn/)."""
+    estimate = torch.clamp(torch.floor(torch.log2(magnitude)), _FP32_MIN_EXPONENT,
+                           _FP32_MAX_EXPONENT).to(torch.int32)
+    estimate = estimate - (pow2(estimate) > magnitude).to(torch.int32)
+    above = (estimate < _FP32_MAX_EXPONENT) & (pow2(estimate + 1) <= magnitude)
+    return torch.where(magnitude == 0, -1, estimate + above.to(torch.int32))
 
 
 def round_to_float_grid(y: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:

@@ -116,8 +116,9 @@ def unpack_int_grouped(
     bits, group_size, in_features = check_unpack_int_grouped(
         codes, scale, bits, group_size, in_features, dtype)
     raw = _unpack_subbyte(codes, bits, in_features)
-    sign = 1 << (bits - 1)
-    values = ((raw ^ sign) - sign).float()  # sign-extend the two's complement code
+    # sign-extend the two's complement code by a comparison, not `(raw ^ sign) - sign`: the
+    # TorchScript ONNX exporter refuses XOR on integers
+    values = torch.where(raw >= 1 << (bits - 1), raw - (1 << bits), raw).float()
     return _finish(_blockwise(values, scale, group_size), dtype)
 
 
@@ -228,9 +229,12 @@ def _pack_subbyte(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def _unpack_subbyte(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
+    """The fields of each byte, first in the lowest bits. Byte values are non-negative, so
+    floor division and remainder by powers of two are the shift and the mask: integer shifts
+    have no translation in the dynamo ONNX exporter (unpack is what exported graphs hold)."""
     per_byte = 8 // bits
-    shifts = torch.arange(per_byte, device=packed.device, dtype=torch.int32) * bits
-    fields = (packed.to(torch.int32).unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
+    place = 2 ** (torch.arange(per_byte, device=packed.device, dtype=torch.int32) * bits)
+    fields = (packed.to(torch.int32).unsqueeze(-1) // place) % (1 << bits)
     return fields.reshape(packed.shape[0], packed.shape[1] * per_byte)[:, :n]
 
 
@@ -244,10 +248,11 @@ def _encode_e2m1(values: torch.Tensor) -> torch.Tensor:
 
 
 def _decode_e2m1(codes: torch.Tensor) -> torch.Tensor:
-    """E2M1 code -> float32 value, decoded from the bit fields (sign, 2-bit exponent, mantissa)."""
-    sign = 1 - 2 * ((codes >> 3) & 1)
-    exponent = (codes >> 1) & 3
-    mantissa = (codes & 1).float()
+    """E2M1 code -> float32 value, decoded from the bit fields (sign, 2-bit exponent, mantissa),
+    read by division and remainder as ``_unpack_subbyte`` reads them."""
+    sign = 1 - 2 * (codes // 8)
+    exponent = (codes // 2) % 4
+    mantissa = (codes % 2).float()
     normal = pow2(exponent - E2M1.exponent_bias) * (1 + mantissa / 2)
     magnitude = torch.where(exponent == 0, mantissa / 2, normal)
     return torch.where(sign < 0, -magnitude, magnitude)
@@ -260,7 +265,7 @@ def _decode_e8m0(scale: torch.Tensor) -> torch.Tensor:
 def _blockwise(values: torch.Tensor, scale: torch.Tensor, block: int) -> torch.Tensor:
     """values (rows, n) times one scale per `block` columns, as the quantizers multiply them."""
     rows, n = values.shape
-    padded = F.pad(values, (0, -n % block))
+    padded = F.pad(values, (0, quantizers.block_padding(n, block)))
     blocks = padded.view(rows, padded.shape[1] // block, block)
     return (blocks * scale.unsqueeze(-1)).reshape(rows, padded.shape[1])[:, :n]
 

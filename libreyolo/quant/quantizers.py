@@ -219,8 +219,14 @@ def _mx(w: torch.Tensor, element: FloatFormat) -> Quantized:
 def _to_blocks(w32: torch.Tensor, block: int) -> torch.Tensor:
     """(rows, cols) -> (rows, ceil(cols / block), block), the ragged last block padded with 0."""
     rows, cols = w32.shape
-    padded = F.pad(w32, (0, -cols % block))
-    return padded.view(rows, -(-cols // block), block)
+    padded = F.pad(w32, (0, block_padding(cols, block)))
+    return padded.view(rows, padded.shape[1] // block, block)
+
+
+def block_padding(n: int, block: int) -> int:
+    """Columns that complete the last block, from non-negative operands only: a traced graph
+    records this arithmetic, and ONNX's integer division truncates where Python's floors."""
+    return (block - n % block) % block
 
 
 def _from_blocks(w, codes, values, mask, scales) -> Quantized:

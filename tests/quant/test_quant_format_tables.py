@@ -13,7 +13,7 @@ from quant_codepoints import round_nearest_even as rne
 from quant_helpers import DEVICES
 
 from libreyolo.quant import fake_quant as fq
-from libreyolo.quant import formats
+from libreyolo.quant import formats, numerics
 from libreyolo.quant import packing as pk
 
 LAYOUTS = {"e4m3": E4M3, "e5m2": E5M2, "e2m1": E2M1}
@@ -129,3 +129,20 @@ def test_mx_scale_codes_are_the_biased_shared_exponent(pack, emax):
     assert [decode_e8m0(c) for c in codes] == [
         Fraction(2) ** _shared_exponent(_f32(a), emax) for a in amaxes
     ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_exportable_floor_log2_equals_frexps_on_every_exponent_boundary_and_subnormal(device):
+    """Graph captures take `_floor_log2_exportable` (frexp has no ONNX translation): it must give
+    frexp's integers on every float32 power of two, both its neighbours, every subnormal and
+    zero, the inputs where a log2-based floor could be off by one."""
+    powers = numerics.pow2(torch.arange(-149, 128, device=device))
+    neighbours = torch.cat([torch.nextafter(powers, torch.zeros_like(powers)),
+                            torch.nextafter(powers, torch.full_like(powers, math.inf))])
+    subnormals = torch.arange(1, 1 << 23, dtype=torch.int32, device=device).view(torch.float32)
+    m = torch.cat([powers, neighbours[torch.isfinite(neighbours)], subnormals,
+                   torch.zeros(1, device=device)])
+    expected = torch.where(m == 0, -1, torch.frexp(m).exponent - 1)
+    got = numerics._floor_log2_exportable(m)
+    assert got.dtype == torch.int32
+    assert torch.equal(got, expected), m[got != expected][:5].tolist()

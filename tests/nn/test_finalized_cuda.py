@@ -1,0 +1,108 @@
+"""Finalized layers on a CUDA device: the dequantize-once path computes the oracle's bits, is
+refreshed when the weights change, replays in a CUDA graph and never synchronizes in steady state.
+
+Collected with every test, skipped without CUDA; on the GPU machine (``benchmarks/gpu_run.sh
+finalized``):
+    python -m pytest tests/nn/test_finalized_cuda.py -v -p no:cacheprovider
+The oracle runs the fake-quant references on the device, which give the CPU's bits
+(tests/quant), and the eager layer runs the accelerated slots (Triton fake-quant and unpack,
+exact against the references), so equal bits show the cache holds the portable weight.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from .finalized_cases import FORMATS, LAYERS, finalize, oracle
+from .test_finalized_forward import assert_same_bits
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                       reason="compiled kernels cannot share a process with the interpreter"),
+]
+
+CASES = [pytest.param(f, layer, id=f"{f}-{layer}") for f in FORMATS for layer in LAYERS]
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_convolutions():
+    """The same convolution algorithm for the layer and its oracle."""
+    saved = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    yield
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("fmt, layer", CASES)
+def test_the_eager_cuda_forward_is_the_oracle_on_the_device(fmt, layer, dtype):
+    float_layer, finalized = finalize(FORMATS[fmt], LAYERS[layer], device="cuda")
+    x = LAYERS[layer].x(dtype=dtype, device="cuda")
+    with torch.no_grad():
+        first, second = finalized(x), finalized(x)  # the second reads the kept weight
+        expected = oracle(FORMATS[fmt], LAYERS[layer], float_layer, x)
+    assert_same_bits(first.cpu(), expected.cpu())
+    assert_same_bits(second.cpu(), expected.cpu())
+
+
+def test_the_weight_is_dequantized_once_and_again_only_after_a_change(monkeypatch):
+    spec, layer = FORMATS["int4-g16"], LAYERS["conv3x3-stride2-nobias"]
+    _, finalized = finalize(spec, layer, device="cuda")
+    other_float, other = finalize(spec, layer, seed=5, device="cuda")
+    calls = []
+    dequantize = finalized._dequantize
+    monkeypatch.setattr(finalized, "_dequantize", lambda dtype: calls.append(dtype) or
+                        dequantize(dtype))
+    x = layer.x(device="cuda")
+    with torch.no_grad():
+        finalized(x)
+        finalized(x)
+        assert calls == [torch.float32]
+        finalized(x.bfloat16())
+        assert calls == [torch.float32, torch.bfloat16]  # another dtype: dequantized for it
+        finalized.load_state_dict(other.state_dict())  # in-place copies into the buffers
+        assert_same_bits(finalized(x).cpu(), oracle(spec, layer, other_float, x).cpu())
+        assert len(calls) == 3
+        finalized.scale.mul_(2)  # any in-place write counts
+        finalized(x)
+        assert len(calls) == 4
+        finalized.cpu().cuda()  # new buffers
+        finalized(x)
+        assert len(calls) == 5
+
+
+def in_steady_state(step):
+    """``step()`` where any host synchronization raises (after the caller's warm-up)."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cuda_graph_replays_the_eager_forward_and_nothing_synchronizes(fmt):
+    layer = LAYERS["conv1x1"] if fmt.startswith("fp8") else LAYERS["linear"]
+    _, finalized = finalize(FORMATS[fmt], layer, device="cuda")
+    static_x = layer.x(device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(stream):
+        for _ in range(2):  # warm-up: compiles kernels, reads a static scale once, keeps the weight
+            finalized(static_x)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.no_grad():
+        in_steady_state(lambda: finalized(static_x))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = finalized(static_x)
+        fresh = layer.x(seed=3, device="cuda")
+        static_x.copy_(fresh)
+        graph.replay()
+        assert_same_bits(static_y.cpu(), finalized(fresh).cpu())
