@@ -10,12 +10,15 @@ The forward is inference only (no backward through the quantizers; use it under
   with the fake-quant slot of its activation format, then ``F.linear`` / ``F.conv2d``. It is the
   parity oracle, what runs on the CPU, and all a graph capture (ONNX export, ``torch.jit.trace``,
   ``torch.export``, ``torch.compile``) ever sees: no triton and no CUDA needed;
-- eager on CUDA: the fused seam first (``_fused``; not engaged today), else the same math with the
+- eager on CUDA: for weight 'fp8' on a Linear or a 1x1 Conv2d, the fused FP8 GEMM where its
+  measured policy engages it (``_fused``), else the same math with the
   weight dequantized once per dtype and kept (``_dequantized``) until a buffer changes, which
   costs the dense weight's memory in that dtype on top of the packed bytes.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -194,11 +197,31 @@ class _Finalized(nn.Module):
         return self._layer(self._quantize_input(x), weight, bias)
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The seam of the fused FP8 GEMM, for weight 'fp8' on a Linear and a 1x1 Conv2d:
-        ``libreyolo.kernels.quant.execute.fp8_linear.fp8_linear(rows, codes, scale, bias,
-        input_scale=input_scale or None)`` on the input's channels-last rows, whose None means it
-        did not engage. Not wired yet: None, and the forward dequantizes once instead."""
-        return None
+        """The fused FP8 GEMM (``fp8_linear``: prologue, tensor-core GEMM, epilogue) for weight
+        'fp8' on the input's channels-last rows; None where it does not engage (its measured
+        policy, docs/fp8_execute.md), and the forward dequantizes once instead. Its output is
+        within the GEMM's bound of the portable forward, not bit-equal to it."""
+        if self.weight_format != "fp8":
+            return None
+        as_rows = self._as_rows(x)
+        if as_rows is None:
+            return None
+        rows, back = as_rows
+        static = self.activation_format == "fp8_static"
+        out = _fp8_linear()(rows, self._codes_matrix(), self.scale, self.bias,
+                            input_scale=self.input_scale if static else None)
+        return None if out is None else back(out)
+
+    def _codes_matrix(self) -> torch.Tensor:
+        """The (out, in) codes: the buffer itself, or one view of a 1x1 kernel's kept while the
+        buffer is the same tensor (``fp8_linear`` keeps its padded weight per weight object)."""
+        codes = self.codes
+        if codes.dim() == 2:
+            return codes
+        kept = self.__dict__.get("_codes_view")
+        if kept is None or kept[0] is not codes:
+            kept = self.__dict__["_codes_view"] = (codes, codes.reshape(codes.shape[0], -1))
+        return kept[1]
 
     def _check_input(self, x) -> None:
         v.check_float_tensor("x", x)
@@ -272,6 +295,15 @@ class _Finalized(nn.Module):
                                 input_zero_point=input_zero_point)
 
 
+@functools.cache
+def _fp8_linear():
+    """The fused FP8 linear, imported on the first eager CUDA call (loading a finalized layer
+    needs neither triton nor CUDA)."""
+    from libreyolo.kernels.quant.execute.fp8_linear import fp8_linear
+
+    return fp8_linear
+
+
 def _check_module(module, module_type) -> None:
     if not isinstance(module, module_type):
         raise TypeError(f"module must be a torch.nn.{module_type.__name__}, got "
@@ -290,6 +322,10 @@ class FinalizedLinear(_Finalized):
     """
 
     _channels_last = True  # the input's channels are its last dim
+
+    @staticmethod
+    def _as_rows(x):
+        return x, lambda out: out
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, weight: str,
                  activation: str | None = None, bits: int | None = None,
@@ -350,6 +386,15 @@ class FinalizedConv2d(_Finalized):
     """
 
     _channels_last = False
+
+    def _as_rows(self, x):
+        """A 1x1, stride-1, unpadded, ungrouped convolution is a linear layer on each pixel's
+        channels: its rows, and the way back; None for any other geometry (dequantized once)."""
+        if (self.kernel_size, self.stride, self.groups) != ((1, 1), (1, 1), 1) or \
+                self.padding not in ((0, 0), "valid", "same"):
+            return None
+        channels, last = x.dim() - 3, x.dim() - 1
+        return x.movedim(channels, last), lambda out: out.movedim(last, channels)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, *, weight: str,
