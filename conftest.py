@@ -1,8 +1,10 @@
 """Root conftest: its presence puts the repository root on ``sys.path`` (pytest's rootdir
 conftest rule), so ``conformance`` and ``examples`` import as packages from any test directory,
-with or without an installed ``libreyolo``. The conformance suite's options (``--gpu``,
-``--impl``, ``--record``, ``--interpreter``, ``--matrix``, ``--profile``) come from
-``conformance/conftest.py``; ``testpaths`` in pyproject.toml makes them valid from the root too.
+with or without an installed ``libreyolo``. It loads the conformance suite's plugin
+(``conformance/plugin.py``: the options ``--gpu``, ``--impl``, ``--record``, ``--interpreter``,
+``--matrix``, ``--profile``, and the suite's fixtures) for every directory: the suite itself is
+``conformance/``, and its own tests (the gate, the options, third-party validation) live in
+``tests/conformance/``, as every package's tests live under ``tests/``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from conformance.child import run_pytest
 
 ROOT = Path(__file__).resolve().parent
+pytest_plugins = ["conformance.plugin"]
 
 
 def pytest_configure(config):

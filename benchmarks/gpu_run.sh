@@ -91,7 +91,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
         # cells declared unsupported, and the same function registered undeclared fails them
         run declarations 300 python3 -m pytest -v -s -p no:cacheprovider \
-            tests/registry/test_capabilities.py conformance/test_declarations.py ;;
+            tests/registry/test_capabilities.py tests/conformance/test_declarations.py ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)

@@ -8,7 +8,7 @@ every registration whose function comes from it, so no hand-kept list can miss o
 verified, not trusted: its digest is re-derived from its own file hashes, its commit must be in
 the history with those files, its machine must be a declared one, its counts must be those of
 its cells, and its cells those the catalogue expects. The recomputation of its outputs on CPU
-lives in `conformance/test_gate_records.py` (one test per cell, so a failure names it).
+lives in `tests/conformance/test_gate_records.py` (one test per cell, so a failure names it).
 """
 
 from __future__ import annotations

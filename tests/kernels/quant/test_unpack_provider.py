@@ -55,7 +55,8 @@ def test_without_triton_every_unpack_slot_is_registered_but_the_reference_runs()
 
 
 def test_every_unpack_slot_has_the_triton_implementation_with_its_sources():
-    """Whether each awaits its record is the gate's business (conformance/test_gate_records.py)."""
+    """Whether each awaits its record is the gate's business
+    (tests/conformance/test_gate_records.py)."""
     assert set(PLANNERS) == set(SLOTS)
     for slot in SLOTS:
         (impl,) = [i for i in registered(slot) if i.name == "triton"]

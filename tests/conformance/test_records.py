@@ -13,7 +13,7 @@ from conformance.render import generated_block, records_table
 from conformance.shapesets import load
 
 NODE = "conformance/test_matrix.py::test_cell[fake_quant_fp8:triton:cuda:{}]"
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 IDS = [NODE.format("float32:a@contiguous"), NODE.format("float16:a@contiguous")]
 
 

@@ -9,7 +9,7 @@ from conformance import shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.render import catalogue_table, generated_block
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
 
 def test_every_declared_slot_is_in_the_catalogue_with_the_same_reference():

@@ -11,7 +11,7 @@ from conformance import strategies
 from conformance.child import run_pytest
 from conformance.outcomes import plugin_args
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 #: Tests that use `whole_suite`, one per module that has them.
 WHOLE_SUITE = ("test_suite_rejects_control", "test_the_suite_judges_an_out_of_tree_backend",
                "test_an_unknown_impl_lists_the_registered_names",
