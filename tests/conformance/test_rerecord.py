@@ -1,7 +1,7 @@
 """The re-record command: only what the gate reports, packed into groups that fit one device
 command, each group one record run of the whole suite (`--slot`), so its records are complete."""
 
-from conformance import rerecord, strategies
+from conformance import gate, rerecord, strategies
 from conformance.gate import Target
 from conformance.records import RECORD_PROFILE
 
@@ -46,3 +46,15 @@ def test_the_record_profile_explores_as_committed():
     assert thorough.sizes == {"small", "medium", "large"}
     assert thorough.full_grid_sizes == {"small", "medium"}
     assert thorough.max_examples == 12 and not thorough.derandomize
+
+
+def test_what_this_machine_cannot_run_is_not_recorded_here(monkeypatch):
+    """A Hub kernel without its artifact (no network on the GPU machine): its environment check
+    declines, so a record run would hold only declined cells; it is listed, not recorded."""
+    from libreyolo.kernels import registry
+
+    targets = [t for t in gate.in_tree_targets() if t.slot == "ms_deform_attn"]
+    reasons = {"hub": "the kernels package is not installed", "triton": None}
+    monkeypatch.setattr(registry, "decline_reason", lambda slot, impl: reasons[impl])
+    skipped = rerecord.unrunnable_here(targets)
+    assert {t.impl: r for t, r in skipped.items()} == {"hub": reasons["hub"]}
