@@ -9,6 +9,7 @@ portable path), a device the kernel cannot run on, a row longer than one tile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -58,7 +59,9 @@ class EpiloguePlan(Prepared):
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
-    return x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+    """``x`` as (rows, last dim); rows counted, not inferred (``-1`` is ambiguous for an empty
+    last dim: a (0,) input is one empty row, found on the H200 by the thorough profile)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() != 2 else x
 
 
 def plan_fp8_cast_static(x, scale) -> CastPlan:

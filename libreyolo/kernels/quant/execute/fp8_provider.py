@@ -57,6 +57,14 @@ def _triton(slot: str):
     return run, accepts
 
 
+#: Hopper's FP8 tensor cores accumulate with about 14 bits (DeepSeek-V3 technical report,
+#: section 3.3.2); on the H200 (2026-12-01) float32 outputs of K = 7-256 were 2e-5 off, 100-1000x
+#: a float32 product's error. Half-precision outputs round far above that; a float32 output would
+#: claim digits the GEMM does not keep, so the caller's portable path makes it.
+FLOAT32_DECLINE = ("out_dtype float32: the FP8 tensor cores accumulate with ~14 bits, so the "
+                   "GEMM cannot give float32 digits; the caller's portable path runs")
+
+
 def scaled_mm_ready() -> bool | str:
     """torch has ``_scaled_mm``."""
     return hasattr(torch, "_scaled_mm") or "this torch has no torch._scaled_mm"
@@ -72,6 +80,8 @@ def _gemm(rowwise: bool):
             return f"{a.device} has no FP8 tensor cores (compute capability below 8.9)"
         if a.device.type not in ("cuda", "cpu"):
             return f"inputs are on {a.device}: _scaled_mm runs on CUDA and CPU"
+        if out_dtype == torch.float32:
+            return FLOAT32_DECLINE
         return fp8_gemm.GemmPlan(a, b, scale_a, scale_b, bias, out_dtype, rowwise)
 
     def run(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, *, prepared=None):
