@@ -72,8 +72,7 @@ def expected(x, codes, scale, bias, input_scale, act):
     ((1, 256), 256, False, "gelu", torch.bfloat16),
     ((2, 150, 256), 1024, True, "relu", torch.bfloat16),
     ((64, 96), 91, False, "silu", torch.float16),
-    ((17, 48), 32, True, None, torch.float32),
-], ids=["ragged-k-and-n", "m-1-gelu", "3-d-static-relu", "float16-silu", "float32-static"])
+], ids=["ragged-k-and-n", "m-1-gelu", "3-d-static-relu", "float16-silu"])
 def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
     gen = torch.Generator().manual_seed(sum(shape) + n)
     x, codes, scale, bias = layer(shape, n, gen, dtype)
@@ -89,6 +88,14 @@ def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
     limit = bounded_limit(port_err, float(oracle.abs().max()), torch.finfo(dtype).eps,
                           GEMM_CONTRACT.k, GEMM_CONTRACT.floor)
     assert err <= limit, f"error {err} > bound {limit} (portable path's error {port_err})"
+
+
+def test_float32_activations_take_the_callers_path():
+    """The FP8 tensor cores accumulate with ~14 bits (found on the H200: float32 outputs 1e-3
+    off where float32's own bound was 9e-6): no float32 output is claimed."""
+    gen = torch.Generator().manual_seed(5)
+    x, codes, scale, bias = layer((17, 48), 32, gen, torch.float32)
+    assert fused_fp8_linear(*(t.to(DEVICE) for t in (x, codes, scale, bias))) is None
 
 
 def test_no_rows_give_an_empty_output_and_no_columns_the_callers_path():

@@ -85,6 +85,8 @@ def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, ac
     if activation is not None and activation not in ACTIVATIONS:
         raise ValueError(f"activation must be None or one of {sorted(ACTIVATIONS)}, "
                          f"got {activation!r}")
+    if x.dtype == torch.float32:
+        return None  # the GEMM's float32 digits are not kept (fp8_provider.FLOAT32_DECLINE)
     k, n = x.shape[-1], weight.shape[0]
     if k == 0:
         return None  # an empty reduction: the caller's path (bias alone) says what it means
