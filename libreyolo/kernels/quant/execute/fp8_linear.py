@@ -85,8 +85,6 @@ def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, ac
     if activation is not None and activation not in ACTIVATIONS:
         raise ValueError(f"activation must be None or one of {sorted(ACTIVATIONS)}, "
                          f"got {activation!r}")
-    if x.dtype == torch.float32:
-        return None  # the GEMM's float32 digits are not kept (fp8_provider.FLOAT32_DECLINE)
     k, n = x.shape[-1], weight.shape[0]
     if k == 0:
         return None  # an empty reduction: the caller's path (bias alone) says what it means
@@ -179,10 +177,14 @@ def padded_weight(weight: torch.Tensor) -> torch.Tensor:
 
 
 def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
+    """The GEMM slot on the prologue's codes, or None when it declines (a float32 output, a
+    device without FP8 tensor cores...). This package's own implementation is asked, as the
+    prologue's is, then called with the padded buffers."""
     impl = _first("fp8_gemm")
-    n = weight.shape[0]
+    args = (codes[:, :k], weight, row_scale, weight_scale, bias, out_dtype)
     if impl is not None and impl.name == "scaled_mm" and impl.origin == "in-tree":
+        if isinstance(impl.accepts(*args), str):
+            return None
         return fp8_gemm.scaled_mm_cuda(codes, padded_weight(weight), row_scale, weight_scale,
-                                       bias, out_dtype, True, n)
-    return registry.dispatch("fp8_gemm", codes[:, :k], weight, row_scale, weight_scale, bias,
-                             out_dtype)
+                                       bias, out_dtype, True, weight.shape[0])
+    return registry.dispatch("fp8_gemm", *args)
