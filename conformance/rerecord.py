@@ -99,20 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     if not stale:
         print("every in-tree implementation has a green record: nothing to re-record")
         return 0
-    groups = plan([t for t, _ in stale], args.budget, args.workers)
+    unrunnable: dict = {}
+    if not args.dry_run:  # a dry run plans every stale target: it may run where nothing can
+        import torch
+
+        if not torch.cuda.is_available():
+            print("no CUDA device: records come from a GPU of the declared stack",
+                  file=sys.stderr)
+            return 2
+        unrunnable = unrunnable_here([t for t, _ in stale])
+        for target, reason in unrunnable.items():
+            print(f"not recorded here: {target.slot}/{target.impl}: {reason}")
+    groups = plan([t for t, _ in stale if t not in unrunnable], args.budget, args.workers)
     for i, group in enumerate(groups):
         print(f"group {i}: ~{group.seconds:.0f} s: {' '.join(group.command(args.workers))}")
     if args.dry_run:
         return 0
-    import torch
-
-    if not torch.cuda.is_available():
-        print("no CUDA device: records come from a GPU of the declared stack", file=sys.stderr)
-        return 2
-    unrunnable = unrunnable_here([t for t, _ in stale])
-    for target, reason in unrunnable.items():
-        print(f"not recorded here: {target.slot}/{target.impl}: {reason}")
-    groups = plan([t for t, _ in stale if t not in unrunnable], args.budget, args.workers)
     failed = 0
     for i, group in enumerate(groups):
         start = time.perf_counter()
