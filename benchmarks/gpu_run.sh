@@ -19,7 +19,8 @@
 #     with HF_HUB_OFFLINE=1: the Hub GPU tests and the stand-in CPU tests, the `--impl hub`
 #     conformance matrix (gathered with the build's provenance into
 #     hub_ms_deform_attn_local_build.json: the evidence for benchmarks/results/), and the
-#     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json).
+#     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json). HUB_STEPS (default
+#     "tests matrix bench") picks which of the last three run after the install and build.
 #     Carry .whl and .peers/kernels-community with the checkout.
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
@@ -119,14 +120,18 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # offline, from the local build's cache and test lock (set before anything imports them)
         export HF_HUB_OFFLINE=1 HF_HUB_CACHE="$hub_build/hf-cache" \
             LIBREYOLO_HUB_LOCAL_BUILD="$hub_build"
-        run hub-tests 240 python3 -m pytest -v -n 4 -p no:cacheprovider \
-            tests/attention/test_hub_cuda.py tests/kernels/hub
-        run hub-matrix 360 env PYTEST_PLUGINS=benchmarks.hub.local_lock python3 -m pytest \
-            conformance/ --gpu --impl hub --slot ms_deform_attn -n 8 -q -p no:cacheprovider \
+        steps=" ${HUB_STEPS:-tests matrix bench} "
+        [[ $steps == *" tests "* ]] && run hub-tests 240 python3 -m pytest -v -n 4 \
+            -p no:cacheprovider tests/attention/test_hub_cuda.py tests/kernels/hub
+        [[ $steps == *" matrix "* ]] && run hub-matrix 360 \
+            env PYTEST_PLUGINS=benchmarks.hub.local_lock python3 -m pytest conformance/ --gpu \
+            --impl hub --slot ms_deform_attn -n 8 -q -p no:cacheprovider \
             --matrix "$OUT/hub_matrix.json" --summary "$OUT/hub_matrix.md"
-        python3 benchmarks/hub/evidence.py "$OUT" "$OUT/hub_ms_deform_attn_local_build.json"
-        run hub-bench 300 python3 benchmarks/bench_ms_deform_attn.py \
-            "$OUT/bench_ms_deform_attn_hub.json" --skip-host-path
+        [[ $steps == *" matrix "* ]] && \
+            python3 benchmarks/hub/evidence.py "$OUT" "$OUT/hub_ms_deform_attn_local_build.json"
+        [[ $steps == *" bench "* ]] && run hub-bench 300 \
+            python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn_hub.json" \
+            --skip-host-path
         unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
         rm -rf "$hub_build" ;;
     bench-ragged)
