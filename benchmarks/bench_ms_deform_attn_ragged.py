@@ -10,9 +10,11 @@ contract, forward and gradients; the script stops on a failure) and spy that
 and forward+backward of the portable path and of ``ms_deform_attn_ragged`` (what families call:
 slot dispatch, then the kernel), eager and as CUDA-graph replays (``null`` with the reason where
 a capture fails), and the host time per eager call (``perf_counter`` around the call, no
-synchronization), beside the classic ``ms_deform_attn`` kernel's host time on the same levels
-with every level at the largest point count (``maybe_ms_deform_attn``, same run). Level sizes
-are passed as ``(H, W)`` pairs, as the families' decoders pass them. ``LIBREYOLO_KERNELS`` is set
+synchronization) beside the classic ``ms_deform_attn`` kernel's on the same levels with every
+level at the largest point count (``maybe_ms_deform_attn``): the two calls alternate, so drifts
+of the host (another process, clock changes) fall on both alike, and each reports its median and
+quartiles. Level sizes are passed as ``(H, W)`` pairs to both, as the families' decoders pass
+them. ``LIBREYOLO_KERNELS`` is set
 to ``triton`` (the implementation awaits its parity record). Writes the raw numbers as JSON and
 prints a markdown table.
 """
@@ -70,24 +72,31 @@ def steps(fn, value, shapes, locations, weights, points, method):
     return forward, forward_backward
 
 
-def host_us(call) -> float:
-    """Median host time of one eager call in microseconds (the GPU runs behind)."""
-    call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(HOST_CALLS):
-        start = time.perf_counter()
+def host_us(*calls) -> list[dict]:
+    """Host time of one eager call of each of ``calls``, alternating them, in microseconds:
+    median and quartiles (the GPU runs behind; it is synchronized only around the loop)."""
+    for call in calls:
         call()
-        times.append(time.perf_counter() - start)
     torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
+    times = [[] for _ in calls]
+    for _ in range(HOST_CALLS):
+        for call, kept in zip(calls, times, strict=True):
+            start = time.perf_counter()
+            call()
+            kept.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    summaries = []
+    for kept in times:
+        q1, median, q3 = statistics.quantiles([t * 1e6 for t in kept], n=4)
+        summaries.append({"median": median, "q1": q1, "q3": q3})
+    return summaries
 
 
 def classic_call(value, shapes, locations, weights, points):
-    """The classic slot on the same levels, every level at the largest point count."""
+    """The classic slot on the same levels (pairs), every level at the largest point count."""
     n = max(points)
     batch, len_q, heads = locations.shape[:3]
-    levels = torch.tensor(shapes, dtype=torch.int64, device=value.device)
+    levels = [tuple(level) for level in shapes]
     loc = torch.rand(batch, len_q, heads, len(shapes), n, 2, device=value.device,
                      dtype=value.dtype)
     w = torch.rand(batch, len_q, heads, len(shapes), n, device=value.device, dtype=value.dtype)
@@ -136,9 +145,10 @@ def bench_case(case, dtype, iters) -> dict:
         result[name] = {"forward_ms": time_ms(forward, iters),
                         "forward_backward_ms": time_ms(forward_backward, iters),
                         "graph_forward_ms": graph_ms(forward, iters),
-                        "graph_forward_backward_ms": graph_ms(forward_backward, iters),
-                        "host_us": host_us(forward)}
-    result["classic_host_us"] = host_us(classic_call(*inputs[:5]))
+                        "graph_forward_backward_ms": graph_ms(forward_backward, iters)}
+        if name == "triton":
+            ragged, classic = host_us(forward, classic_call(*inputs[:5]))
+            result[name]["host_us"], result["classic_host_us"] = ragged, classic
     return result
 
 
@@ -150,10 +160,14 @@ def _ratio(a, b) -> str:
     return f"{a / b:.1f}x" if a is not None and b else "n/a"
 
 
+def _host(summary: dict) -> str:
+    return f"{summary['median']:.0f} ({summary['q1']:.0f}-{summary['q3']:.0f})"
+
+
 def table(results: list[dict]) -> str:
     rows = ["| case | dtype | fwd ms portable / triton | fwd speedup | fwd+bwd ms portable / "
             "triton | fwd+bwd speedup | graph fwd speedup | graph fwd+bwd speedup | host µs "
-            "ragged / classic |", "|---|---|---|---|---|---|---|---|---|"]
+            "ragged / classic, median (quartiles) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         p, t = r["portable"], r["triton"]
         pf, tf = _median(p["forward_ms"]), _median(t["forward_ms"])
@@ -162,7 +176,8 @@ def table(results: list[dict]) -> str:
         gpb, gtb = _median(p["graph_forward_backward_ms"]), _median(t["graph_forward_backward_ms"])
         rows.append(f"| {r['case']} | {r['dtype']} | {pf:.3f} / {tf:.3f} | {_ratio(pf, tf)} "
                     f"| {pb:.3f} / {tb:.3f} | {_ratio(pb, tb)} | {_ratio(gpf, gtf)} "
-                    f"| {_ratio(gpb, gtb)} | {t['host_us']:.0f} / {r['classic_host_us']:.0f} |")
+                    f"| {_ratio(gpb, gtb)} | {_host(t['host_us'])} / "
+                    f"{_host(r['classic_host_us'])} |")
     return "\n".join(rows)
 
 

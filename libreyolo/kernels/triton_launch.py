@@ -11,6 +11,11 @@ for the cache key, and builds launch metadata for profiling hooks nobody registe
 specialization of the arguments (its binder: dtypes, 16-byte alignment, integer divisibility, so
 the key is never coarser than Triton's); later calls bind, look it up and call its launcher.
 
+``Launcher`` goes one step further for callers that plan: made once per plan, with every
+argument fixed but the tensors, it skips the binder too. Its own check per call is what the
+binder would specialize differently for the new tensors (each one's dtype and 16-byte
+alignment; the sizes are the plan's), and anything else takes ``launch``.
+
 The full path is kept whenever the shortcut could differ from it: the interpreter
 (``TRITON_INTERPRET=1``: no compiled kernel), non-CUDA tensors, a launch hook (a profiler), a
 pre-run hook, or a Triton without the internals this relies on (the stack pins triton 3.6.0,
@@ -40,8 +45,7 @@ def launch(kernel, grid: Sequence[int], *args, **kwargs) -> None:
         return
     active = driver.active
     device = active.get_current_device()
-    bound, specialization, options = caches[device][4](*args, **kwargs)  # Triton's binder
-    key = (device, tuple(specialization), tuple(options.items()))
+    bound, key = _bind(caches, device, args, kwargs)
     kept = kernel.__dict__.setdefault("_libreyolo_compiled", {})
     compiled = kept.get(key)
     if compiled is None:
@@ -53,6 +57,96 @@ def launch(kernel, grid: Sequence[int], *args, **kwargs) -> None:
     grid_z = grid[2] if len(grid) > 2 else 1
     compiled.run(grid[0], grid_y, grid_z, active.get_current_stream(device),
                  compiled.function, compiled.packed_metadata, None, None, None, *bound.values())
+
+
+def _bind(caches, device: int, args, kwargs) -> tuple[dict, tuple]:
+    """Triton's binder on these arguments: the bound values, and the key of the compiled kernel
+    they specialize to (dtypes, alignment, divisibility, options)."""
+    bound, specialization, options = caches[device][4](*args, **kwargs)
+    return bound, (device, tuple(specialization), tuple(options.items()))
+
+
+_UNSEEN = 0  # a Launcher not yet called
+
+
+class Launcher:
+    """One launch of ``kernel`` on ``grid`` with every argument fixed except the tensors, which
+    each call passes in the order they appear among the positional arguments (made once per
+    plan, by the caller's plan cache: the sizes and constants are the plan's).
+
+    The first two calls go through ``launch`` (the second works out the direct relaunch, so a
+    plan used once pays nothing for it); later calls relaunch the compiled kernel directly when
+    the tensors specialize as before (same dtypes, same 16-byte alignment), the device is the
+    same and no launch hook is set, and through ``launch`` otherwise.
+    """
+
+    __slots__ = ("_kernel", "_grid", "_args", "_kwargs", "_positions", "_fast")
+
+    def __init__(self, kernel, grid: Sequence[int], *args, **kwargs) -> None:
+        self._kernel, self._kwargs = kernel, kwargs
+        self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        self._positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+        # the template holds no tensor (a plan must not keep its first call's memory alive)
+        self._args = tuple(None if i in self._positions else a for i, a in enumerate(args))
+        self._fast = _UNSEEN
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        fast = self._fast
+        if fast:
+            compiled, device, template, expected = fast
+            if _matches(tensors, expected):
+                runtime, driver = _triton()
+                active = driver.active
+                if active.get_current_device() == device and not self._kernel.pre_run_hooks and \
+                        not (_hooked(runtime.launch_enter_hook) or
+                             _hooked(runtime.launch_exit_hook)):
+                    values = template.copy()  # per call: another thread may be launching too
+                    for position, tensor in zip(self._positions, tensors, strict=True):
+                        values[position] = tensor
+                    compiled.run(*self._grid, active.get_current_stream(device),
+                                 compiled.function, compiled.packed_metadata, None, None, None,
+                                 *values)
+                    return
+        args = list(self._args)
+        for position, tensor in zip(self._positions, tensors, strict=True):
+            args[position] = tensor
+        launch(self._kernel, self._grid, *args, **self._kwargs)
+        if fast is _UNSEEN:
+            self._fast = None
+        elif fast is None:  # worked out after a launch that kept a compiled kernel
+            self._fast = _fast_state(self._kernel, args, self._kwargs, self._positions)
+
+
+def _matches(tensors: tuple, expected: tuple) -> bool:
+    """Each tensor has the dtype and the 16-byte alignment the kept kernel was compiled for."""
+    for tensor, (dtype, aligned) in zip(tensors, expected, strict=True):
+        if tensor.dtype is not dtype or (tensor.data_ptr() & 15 == 0) is not aligned:
+            return False
+    return True
+
+
+def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
+    """(compiled kernel, device, the launcher's argument values, each tensor's (dtype,
+    alignment)) after a launch; False when relaunching directly is not possible here (the
+    interpreter, non-CUDA tensors, a Triton without these internals); None to try again after
+    the next launch (``launch`` took Triton's full path and kept nothing: a hook was set)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None or not hasattr(kernel, "pre_run_hooks") or not _cuda_args(tuple(args)):
+        return False
+    if kernel.pre_run_hooks:
+        return None
+    device = _triton()[1].active.get_current_device()
+    bound, key = _bind(caches, device, args, kwargs)
+    compiled = kernel.__dict__.get("_libreyolo_compiled", {}).get(key)
+    if compiled is None:
+        return None
+    values = list(bound.values())
+    if any(values[p] is not args[p] for p in positions):
+        return False
+    expected = tuple((args[p].dtype, args[p].data_ptr() & 15 == 0) for p in positions)
+    for p in positions:  # the kept values hold no tensor between calls
+        values[p] = None
+    return compiled, device, values, expected
 
 
 @functools.cache

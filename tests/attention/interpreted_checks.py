@@ -22,6 +22,7 @@ from conformance.ms_deform_attn.cases import (  # noqa: E402
     make_inputs,
 )
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import memo  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,  # noqa: E402
@@ -167,6 +168,19 @@ def test_a_spatial_shapes_tensor_is_read_once_per_version(monkeypatch):
     assert len(reads) == 2
 
 
+def test_new_sizes_written_into_the_same_tensor_take_effect():
+    """A plan kept for a tensor's sizes must not outlive them: the same tensor, its first level
+    transposed in place (same len_in), gives the portable result for the new sizes."""
+    case = next(c for c in SMALL_CASES if c.levels[0][0] != c.levels[0][1])
+    value, shapes, locations, weights = make_inputs(case)
+    for _ in range(3):  # kept by the second call, used by the third
+        maybe_ms_deform_attn(value, shapes, locations, weights)
+    shapes[0] = shapes[0].flip(0).clone()
+    out = maybe_ms_deform_attn(value, shapes, locations, weights)
+    torch.testing.assert_close(out, ms_deform_attn_portable(value, shapes, locations, weights),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_declines_while_a_graph_is_captured():
     inputs = make_inputs(SMALL_CASES[0])
     reasons = []
@@ -210,8 +224,12 @@ def test_a_call_through_the_helper_validates_once(monkeypatch):
     real_validate = triton_provider.validate_inputs
     monkeypatch.setattr(triton_provider, "validate_inputs",
                         lambda *args: calls.append(1) or real_validate(*args))
+    memo._plans.clear()
     inputs = make_inputs(SMALL_CASES[0])
     assert maybe_ms_deform_attn(*inputs) is not None
     assert len(calls) == 1
-    ms_deform_attn_triton(*inputs)  # a direct call prepares for itself, once
+    ms_deform_attn_triton(*inputs)  # a direct call prepares for itself: from the kept plan
+    assert len(calls) == 1, "level sizes given as a tensor: the plan is kept after one read"
+    other = make_inputs(SMALL_CASES[1])
+    ms_deform_attn_triton(*other)  # another description: validated, once
     assert len(calls) == 2

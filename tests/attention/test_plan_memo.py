@@ -20,7 +20,7 @@ LEN_IN = 6 * 5 + 3 * 3
 def interpreter(monkeypatch):
     """CPU tensors are the kernels' under the interpreter; each test starts with no plans."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(memo, "_plans", {})
+    monkeypatch.setattr(memo, "_plans", memo.PlanCache(memo.MAX_PLANS))
 
 
 @pytest.fixture
@@ -88,4 +88,4 @@ def test_a_decline_is_not_remembered(planned):
     value, levels, _, _ = classic_inputs()
     for _ in range(2):
         assert classic.accepts(value, levels, empty, empty[..., 0]) == "no points"
-    assert planned["classic"] == 2 and memo._plans == {}
+    assert planned["classic"] == 2 and len(memo._plans) == 0

@@ -103,10 +103,10 @@ def test_gpu_block_size_cases_span_three_programs_with_a_ragged_last_one(case_id
     case = CASES[case_id]
     args, kwargs = make_arguments(case, torch.float32)
     plan = PLANNERS[case["slot"]](*args, **kwargs)
-    t = _launch().tiling(plan, GPU_TILE)
+    t = _launch().tiling(plan.layout, GPU_TILE)
     first_unit_of_last = (t.programs - 1) * t.block_units
     last_program_elements = sum(
-        min(t.unit, plan.cols - (u % t.units_per_row) * t.unit)
+        min(t.unit, plan.layout.cols - (u % t.units_per_row) * t.unit)
         for u in range(first_unit_of_last, t.n_units)
     )
     assert t.programs >= 3
@@ -224,3 +224,25 @@ def test_backward_after_the_input_changed_in_place_is_refused_like_the_reference
     x.add_(1000.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("slot", ["fake_quant_int8_per_channel", "fake_quant_nvfp4_weight"])
+def test_a_kept_layout_gives_the_reference_bits_on_new_data(slot):
+    """The second and third calls of a description run from its kept layout and launches
+    (``plan_cache``), on new data each time (the scale tensor is the same one, re-filled in
+    place, so it is validated again but the layout is kept only while it is unchanged)."""
+    from libreyolo.kernels.quant.simulate import plan as fq
+
+    planned = []
+    real = fq.PLANNERS[slot]
+    fq.PLANNERS[slot] = lambda *a, **k: planned.append(1) or real(*a, **k)
+    scale = torch.rand(8) + 0.01
+    try:
+        for round_ in range(3):
+            x = torch.randn(8, 64) * (round_ + 1)
+            args = (x, scale, 0) if slot.endswith("per_channel") else (x,)
+            got = getattr(ops, slot)(*args)
+            _assert_same_bits(got, getattr(reference, slot)(*args), f"{slot} round {round_}")
+    finally:
+        fq.PLANNERS[slot] = real
+    assert len(planned) <= 1, "a kept layout was planned again"

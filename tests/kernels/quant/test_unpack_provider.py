@@ -133,8 +133,7 @@ def test_a_planned_description_does_not_let_an_equal_value_of_another_type_throu
 
 
 def test_the_plan_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(unpack_plan, "MAX_CACHED", 2)
-    monkeypatch.setattr(unpack_plan, "_CACHE", {})
+    monkeypatch.setattr(unpack_plan, "_CACHE", unpack_plan.PlanCache(2))
     for rows in (1, 2, 3):
         PLANNERS["unpack_mxfp8"](torch.zeros(rows, 32, dtype=torch.float8_e4m3fn),
                                  torch.zeros(rows, 1, dtype=torch.uint8))

@@ -6,24 +6,27 @@ dtypes and devices, the level sizes given as host ``(H, W)`` pairs, the point co
 sampling method, and whether the interpreter is on. A decoder layer calls with the same metadata
 every time, and on the H200 this Python work was most of a small call's host time
 (``docs/performance.md``), so a plan is remembered under exactly those. Only plans are
-remembered: a decline can depend on a capture in progress and is worked out again. An input whose
-level sizes come as a tensor, or whose sizes or counts are not plain ints, is planned every call
-(its key would need its values, or a float would pass for an int). Bounded like ``levels.py``.
+remembered: a decline can depend on a capture in progress and is worked out again. Level sizes
+given as a tensor key a plan by the values read from it once (``levels.remembered``: that tensor
+at its current version; the classic provider does this, and its plans hold their own device copy
+of the sizes); until they are read, or when sizes or counts are not plain ints, the input is
+planned every call (a float must not pass for an int). Kept in a
+``libreyolo.kernels.plan_cache.PlanCache``, as the other slots' plans are.
 """
 
 from __future__ import annotations
 
-import threading
+import itertools
 
 import torch
 
+from libreyolo.kernels.plan_cache import PlanCache
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 
 MAX_PLANS = 64
 
-_lock = threading.Lock()
-_plans: dict[tuple, Prepared] = {}
+_plans = PlanCache(MAX_PLANS)
 
 
 def key(tensors: tuple, spatial_shapes, counts: object = (),
@@ -47,30 +50,28 @@ def recall(plan_key: tuple | None) -> Prepared | None:
 
 def remember(plan_key: tuple | None, plan) -> None:
     """Keep ``plan`` under ``plan_key`` (declines and unkeyed inputs are not kept)."""
-    if plan_key is None or not isinstance(plan, Prepared):
-        return
-    with _lock:
-        _plans.pop(plan_key, None)
-        _plans[plan_key] = plan
-        while len(_plans) > MAX_PLANS:
-            _plans.pop(next(iter(_plans)))
+    if plan_key is not None and isinstance(plan, Prepared):
+        _plans.put(plan_key, plan)
+
+
+_SEQUENCES = frozenset({list, tuple})
+_INTS = frozenset({int})
 
 
 def _ints(values: object) -> tuple[int, ...] | None:
-    if type(values) not in (list, tuple):
-        return None
-    if any(type(v) is not int for v in values):  # bool, float, numpy ints: planned every call
+    """``values`` as a tuple when it is a list or tuple of ints (bool, float, numpy ints: None,
+    planned every call); the type checks iterate in C (a decoder asks this every call)."""
+    if type(values) not in _SEQUENCES or not set(map(type, values)) <= _INTS:
         return None
     return tuple(values)
 
 
 def _int_tuples(pairs: object, width: int) -> tuple[tuple[int, ...], ...] | None:
-    if type(pairs) not in (list, tuple):
+    """``pairs`` as a tuple of ``width``-tuples of ints, or None (see ``_ints``)."""
+    if type(pairs) not in _SEQUENCES or not set(map(type, pairs)) <= _SEQUENCES:
         return None
-    rows = []
-    for pair in pairs:
-        row = _ints(pair)
-        if row is None or len(row) != width:
-            return None
-        rows.append(row)
-    return tuple(rows)
+    if pairs and set(map(len, pairs)) != {width}:
+        return None
+    if not set(map(type, itertools.chain.from_iterable(pairs))) <= _INTS:
+        return None
+    return tuple(map(tuple, pairs))

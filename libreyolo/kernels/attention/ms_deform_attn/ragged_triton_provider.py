@@ -18,7 +18,7 @@ access at ``len_in``, as the classic kernels do).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,7 +31,7 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
-from libreyolo.kernels.triton_launch import launch
+from libreyolo.kernels.triton_launch import Launcher
 
 SLOT = "ms_deform_attn_ragged"
 #: Point counts and first-point indices travel to the kernels packed this many bits per level
@@ -46,7 +46,8 @@ DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 @dataclass(frozen=True, slots=True)
 class RaggedPlan(Prepared):
-    """The validated input's launch: the level sizes on the device and the kernels' constants."""
+    """The validated input's launch: the level sizes on the device and the kernels' constants;
+    the launches made for it (kept with the plan, which ``memo`` keeps) by direction."""
 
     shapes: torch.Tensor
     sizes: tuple[int, int, int]
@@ -54,6 +55,7 @@ class RaggedPlan(Prepared):
     fwd_grid: tuple[int, int, int]
     bwd_grid: tuple[int, int]
     discrete: bool
+    launches: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -185,10 +187,13 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
     out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
     if out.numel() == 0:
         return out
-    launch(
-        _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid,
-        value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes,
-        **plan.constants, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
+    launcher = plan.launches.get("forward")
+    if launcher is None:
+        launcher = plan.launches["forward"] = Launcher(
+            _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
+            **plan.constants, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+    launcher(*tensors)
     return out
 
 
@@ -197,11 +202,15 @@ def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_w
     grad_locations = torch.zeros_like(sampling_locations)
     grad_weights = torch.zeros_like(attention_weights)
     if grad_out.numel() > 0:
-        launch(
-            _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid,
-            value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
-            grad_locations, grad_weights, *plan.sizes, **plan.constants,
-            num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+        tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out,
+                   grad_value, grad_locations, grad_weights)
+        launcher = plan.launches.get("backward")
+        if launcher is None:
+            launcher = plan.launches["backward"] = Launcher(
+                _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
+                *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
+                enable_fp_fusion=False)
+        launcher(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
 
 

@@ -7,8 +7,8 @@ bfloat16 are computed in float32 and results returned in the input dtype.
 
 ``accepts`` validates and plans once (the portable core's validation, so bad input raises the
 same errors on both paths) and hands the plan to the call. Device data is read on the host only
-the first time a ``spatial_shapes`` tensor (at a given version) is seen; level sizes given as
-pairs are copied to the device once. Buffers have data-independent sizes. After a warm-up call
+the first time a ``spatial_shapes`` tensor (at a given version) is seen; the level sizes, given as
+pairs or read from a tensor, are copied to the device once, and the plan uses that copy. Buffers have data-independent sizes. After a warm-up call
 (which compiles and reads or copies the level sizes), forward and backward are CUDA-graph
 capturable.
 """
@@ -26,7 +26,7 @@ from libreyolo.kernels import register
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
-from libreyolo.kernels.triton_launch import launch
+from libreyolo.kernels.triton_launch import Launcher
 
 from . import memo
 from .levels import device_shapes, remembered
@@ -54,9 +54,11 @@ def environment_ok() -> bool:
 
 
 class LaunchPlan(Prepared):
-    """An input :func:`accepts` validated: the kernels' arguments, ready to launch."""
+    """An input :func:`accepts` validated: the kernels' arguments, ready to launch, and the
+    launches made for it (kept with the plan, which ``memo`` keeps)."""
 
-    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q")
+    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q", "forward_launch",
+                 "backward_launch")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -69,6 +71,7 @@ class LaunchPlan(Prepared):
                           "BLOCK_Q": block_q, "BLOCK_C": block_c}
         self.batch_heads = batch * heads
         self.len_q = len_q
+        self.forward_launch = self.backward_launch = None
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -81,12 +84,24 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     """
     if (capturing := capture_reason()) is not None:
         return capturing
-    plan_key = memo.key((value, sampling_locations, attention_weights), spatial_shapes)
+    tensors = (value, sampling_locations, attention_weights)
+    plan_key = memo.key(tensors, _levels(spatial_shapes))
     if (plan := memo.recall(plan_key)) is not None:
         return plan
     plan = _plan(value, spatial_shapes, sampling_locations, attention_weights)
+    if plan_key is None and isinstance(spatial_shapes, torch.Tensor):  # read by this plan
+        plan_key = memo.key(tensors, _levels(spatial_shapes))
     memo.remember(plan_key, plan)
     return plan
+
+
+def _levels(spatial_shapes):
+    """What keys the level sizes: pairs as given; a tensor by the sizes read from it at its
+    current version (None until read). Plans hold their own device copy of the sizes, never the
+    caller's tensor, so equal sizes mean an equal plan."""
+    if isinstance(spatial_shapes, torch.Tensor):
+        return remembered(spatial_shapes)
+    return spatial_shapes
 
 
 def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
@@ -110,13 +125,10 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> Launc
     if max(value.numel(), sampling_locations.numel(), batch * len_q * heads * channels) \
             > MAX_ELEMENTS:
         return f"more than {MAX_ELEMENTS} elements in one tensor (int32 offsets)"
-    if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.device == value.device:
-        shapes = spatial_shapes.contiguous()
-    else:
-        shapes = device_shapes(levels, value.device)
-        if shapes is None:
-            return ("spatial_shapes pairs first seen during a CUDA graph capture (copying them "
-                    "would sync): warm up with them outside the capture")
+    shapes = device_shapes(levels, value.device)
+    if shapes is None:
+        return ("spatial_shapes first seen during a CUDA graph capture (copying the sizes to the "
+                "device outside the stream would sync): warm up with them outside the capture")
     return LaunchPlan(shapes, value, sampling_locations)
 
 
@@ -142,13 +154,14 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
     out = value.new_empty(batch, plan.len_q, heads * channels)
     if out.numel() == 0:
         return out
-    constants = plan.constants
-    grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
-            _cdiv(channels, constants["BLOCK_C"]))
-    launch(
-        _kernels().ms_deform_attn_fwd_kernel, grid,
-        value, plan.shapes, sampling_locations, attention_weights, out, *plan.sizes, **constants,
-        num_warps=NUM_WARPS)
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
+    if plan.forward_launch is None:
+        constants = plan.constants
+        grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
+                _cdiv(channels, constants["BLOCK_C"]))
+        plan.forward_launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, grid, *tensors,
+                                       *plan.sizes, **constants, num_warps=NUM_WARPS)
+    plan.forward_launch(*tensors)
     return out
 
 
@@ -157,12 +170,13 @@ def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_w
     grad_locations = torch.zeros_like(sampling_locations)
     grad_weights = torch.zeros_like(attention_weights)
     if grad_out.numel() > 0:
-        grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
-        launch(
-            _kernels().ms_deform_attn_bwd_kernel, grid,
-            value, plan.shapes, sampling_locations, attention_weights, grad_out,
-            grad_value, grad_locations, grad_weights, *plan.sizes, **plan.constants,
-            num_warps=NUM_WARPS)
+        tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out,
+                   grad_value, grad_locations, grad_weights)
+        if plan.backward_launch is None:
+            grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
+            plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
+                                            *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
+        plan.backward_launch(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
 
 

@@ -4,15 +4,15 @@ The host does no more than allocate the output and launch: no copy of the packed
 are read through their strides), no read of device data, so a call is safe under CUDA-graph
 capture once its kernel is compiled.
 
-The launch goes through ``libreyolo.kernels.triton_launch``, which relaunches the kernel
-compiled for the same specialization without Triton's per-call bookkeeping.
+The launch is made once per ``Work`` (a ``triton_launch.Launcher``: sizes, strides and constants
+fixed), so a steady-state call allocates its output and relaunches the compiled kernel.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...triton_launch import launch
+from ...triton_launch import Launcher
 from .unpack_kernels import unpack_kernel
 from .unpack_plan import NUM_WARPS, UnpackPlan
 
@@ -26,6 +26,8 @@ def run(plan: UnpackPlan) -> torch.Tensor:
         return out
     codes, scale = plan.codes, plan.scale
     tensor_scale = plan.tensor_scale if plan.tensor_scale is not None else scale
-    launch(unpack_kernel, grid, codes, scale, tensor_scale, out, *work.kernel_args,
-           num_warps=NUM_WARPS, enable_fp_fusion=False)
+    if work.launcher is None:
+        work.launcher = Launcher(unpack_kernel, grid, codes, scale, tensor_scale, out,
+                                 *work.kernel_args, num_warps=NUM_WARPS, enable_fp_fusion=False)
+    work.launcher(codes, scale, tensor_scale, out)
     return out

@@ -9,10 +9,11 @@ no copy), so the kernel reads bits and never casts float8 (DESIGN.md: the interp
 are wrong, and triton 3.6 miscompiles some fp8 bitcasts).
 
 Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
-layouts and by the other arguments, types included. That description is the key of a cache of
-``Work``: the checks that passed, the tiling and the reason a layout or device is declined. A
-call whose description was seen before checks nothing again and runs no planning code: the checks
-are pure functions of the description, so they would pass again. Only what can change between
+layouts and by the other arguments, types included. That description
+(``libreyolo.kernels.plan_cache``) is the key of a cache of ``Work``: the checks that passed, the
+tiling, the reason a layout or device is declined, and the launch made for it. A call whose
+description was seen before checks nothing again and runs no planning code: the checks are pure
+functions of the description, so they would pass again. Only what can change between
 equal descriptions is decided per call: graph capture and grad mode here, the pointers'
 alignment (which Triton specializes on) in ``triton_launch``. While a graph is captured the
 arguments are only checked: the kernel declines anyway, and sizes may be traced or symbolic
@@ -30,6 +31,7 @@ from typing import NamedTuple
 import torch
 
 from libreyolo.capture import capture_reason
+from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import packing
@@ -118,7 +120,7 @@ class Work:
     its tiling, the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes
     it) and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
     constants); the reason the kernel declines it whatever the call (or None); whether it runs
-    under the interpreter."""
+    under the interpreter; the launch made for it on its first run (``unpack_launch``)."""
 
     fmt: Format
     bits: int
@@ -132,6 +134,7 @@ class Work:
     kernel_args: tuple
     declined: str | None
     interpreted: bool
+    launcher: object = None
 
 
 @dataclass(slots=True)
@@ -212,8 +215,7 @@ SLOTS = {
 }
 #: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
 MAX_CACHED = 4096
-_CACHE: dict[tuple, Work] = {}
-_STRIDED = torch.strided
+_CACHE = PlanCache(MAX_CACHED)
 
 
 def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dtype, codes, scale,
@@ -243,15 +245,6 @@ def _static_decline(tensors: tuple) -> str | None:
     return None
 
 
-def _describe(arg) -> tuple:
-    """What the checks, the decline and the kernel's specialization depend on, of one argument."""
-    if isinstance(arg, torch.Tensor):
-        if arg.layout is not _STRIDED:
-            return (arg.dtype, arg.shape, arg.layout, arg.device)
-        return (arg.dtype, arg.shape, arg.stride(), arg.device)
-    return (type(arg), arg)  # the type too: 4, 4.0 and True hash alike and check differently
-
-
 def plan(slot: str, *args, **kwargs) -> UnpackPlan:
     """The checked and planned unpack of these arguments; raises the reference's errors.
 
@@ -263,19 +256,13 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
     if captured is not None:
         check(codes, scale, tensor_scale, others)
         return UnpackPlan(None, codes, scale, tensor_scale, captured)
-    try:
-        key = (slot, _describe(codes), _describe(scale), _describe(tensor_scale),
-               *map(_describe, others), interpreting())
-        work = _CACHE.get(key)
-    except TypeError:  # an unhashable argument: the checks reject it
-        key = work = None
+    key = (slot, describe(codes), describe(scale), describe(tensor_scale),
+           *map(describe, others), interpreting())
+    work = _CACHE.get(key)
     if work is None:
         work = _work(*check(codes, scale, tensor_scale, others), others[-1], codes, scale,
                      tensor_scale)
-        if key is not None:
-            if len(_CACHE) >= MAX_CACHED:
-                _CACHE.clear()
-            _CACHE[key] = work
+        _CACHE.put(key, work)
     if as_bytes is not None:
         codes, scale = as_bytes(codes, scale)
     return UnpackPlan(work, codes, scale, tensor_scale, None)

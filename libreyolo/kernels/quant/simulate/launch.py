@@ -9,6 +9,10 @@ storing a mask in forward, so forward writes nothing but its output.
 
 Non-contiguous inputs are copied to a contiguous tensor first (an explicit, documented copy: the
 kernel then needs no strides, and the copy is the only extra pass such inputs cost).
+
+Each launch is made once per layout, pass and tile (a ``triton_launch.Launcher`` kept on the
+``Layout``), so a steady-state call allocates its output and relaunches the compiled kernel with
+its tensors: the sizes, grid and constants were worked out on the first call.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from ...triton_launch import launch
+from ...triton_launch import Launcher
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
 from .plan import (
     GPU_TILE,
@@ -26,6 +30,7 @@ from .plan import (
     AmaxFrom,
     Grid,
     InputKind,
+    Layout,
     Plan,
     ScaleRule,
 )
@@ -58,18 +63,25 @@ def _warps(elements: int) -> int:
 
 def amax_partials(
     x: torch.Tensor, rows: int, cols: int, chunk: int, max_partials: int = MAX_PARTIALS,
+    launchers: dict | None = None,
 ) -> torch.Tensor:
     """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor,
-    n <= ``max_partials`` (a power of two)."""
-    chunks = cdiv(cols, chunk)
-    iterations = next_power_of_2(cdiv(chunks, max_partials))
-    n_partials = max(1, cdiv(chunks, iterations))
+    n <= ``max_partials`` (a power of two); its launch is kept in ``launchers`` (a layout's)."""
+    key = ("amax", rows, cols, chunk, max_partials)
+    launchers = {} if launchers is None else launchers
+    kept = launchers.get(key)
+    if kept is None:
+        chunks = cdiv(cols, chunk)
+        iterations = next_power_of_2(cdiv(chunks, max_partials))
+        n_partials = max(1, cdiv(chunks, iterations))
+        kept = launchers[key] = (n_partials, Launcher(
+            finite_amax_partials_kernel, (rows, n_partials), x, x, cols, n_partials,
+            IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
+            num_warps=_warps(chunk),
+        ))
+    n_partials, launcher = kept
     partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
-    launch(
-        finite_amax_partials_kernel, (rows, n_partials), _as_loaded(x), partials, cols, n_partials,
-        IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
-        num_warps=_warps(chunk),
-    )
+    launcher(_as_loaded(x), partials)
     return partials
 
 
@@ -84,27 +96,28 @@ class Tiling(NamedTuple):
     programs: int
 
 
-def tiling(plan: Plan, tile: int = GPU_TILE) -> Tiling:
-    """Units are the plan's own (a group, a block, a row) or ``tile``-wide pieces of a row."""
-    unit = plan.unit or min(next_power_of_2(plan.cols), tile)
+def tiling(layout: Layout, tile: int = GPU_TILE) -> Tiling:
+    """Units are the layout's own (a group, a block, a row) or ``tile``-wide pieces of a row."""
+    unit = layout.unit or min(next_power_of_2(layout.cols), tile)
     unit_pad = next_power_of_2(unit)
     block_units = max(1, tile // unit_pad)
-    units_per_row = cdiv(plan.cols, unit)
-    n_units = plan.rows * units_per_row
+    units_per_row = cdiv(layout.cols, unit)
+    n_units = layout.rows * units_per_row
     return Tiling(unit, unit_pad, block_units, units_per_row, n_units,
                   cdiv(n_units, block_units))
 
 
 def first_pass(plan: Plan, x: torch.Tensor, tile: int) -> torch.Tensor | None:
     """The amax partials the quantizing pass reads, or None when it needs none."""
+    layout = plan.layout
     if x.numel() == 0:
         return None
-    if plan.scale_rule == ScaleRule.NVFP4:
+    if layout.scale_rule == ScaleRule.NVFP4:
         if plan.tensor_amax is not None:
             return plan.tensor_amax.reshape(1, 1)
-        return amax_partials(x, 1, x.numel(), tile, TENSOR_PARTIALS)
-    if plan.amax_from == AmaxFrom.ROW_PARTIALS:
-        return amax_partials(x, plan.rows, plan.cols, tile)
+        return amax_partials(x, 1, x.numel(), tile, TENSOR_PARTIALS, layout.launchers)
+    if layout.amax_from == AmaxFrom.ROW_PARTIALS:
+        return amax_partials(x, layout.rows, layout.cols, tile, launchers=layout.launchers)
     return None
 
 
@@ -116,31 +129,43 @@ def quantize(
     out = torch.empty_like(x)
     if x.numel() == 0:
         return out
-    t = tiling(plan, tile)
-    n_partials = partials.shape[-1] if partials is not None else 1
+    layout = plan.layout
+    backward = grad is not None
+    key = ("quantize", tile, backward)
+    launcher = layout.launchers.get(key)
+    if launcher is None:
+        launcher = layout.launchers[key] = _quantize_launcher(layout, plan, x, partials, tile,
+                                                              backward)
     bits = _BITS[x.dtype]
-    grid, block_scales = plan.grid, plan.block_scale_grid or _NO_BLOCK_SCALES
-    launch(
-        fake_quant_kernel, (t.programs,),
-        _as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
-        plan.scale if plan.scale is not None else x,
-        partials if partials is not None else x,
-        t.n_units, t.units_per_row, plan.cols, t.unit, plan.channels, n_partials,
-        plan.zero_point or 0,
+    launcher(_as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
+             plan.scale if plan.scale is not None else x,
+             partials if partials is not None else x)
+    return out
+
+
+def _quantize_launcher(layout: Layout, plan: Plan, x: torch.Tensor,
+                       partials: torch.Tensor | None, tile: int, backward: bool) -> Launcher:
+    """The quantizing pass of ``layout`` (tensors are placeholders: each call passes its own)."""
+    t = tiling(layout, tile)
+    n_partials = partials.shape[-1] if partials is not None else 1
+    grid, block_scales = layout.grid, layout.block_scale_grid or _NO_BLOCK_SCALES
+    return Launcher(
+        fake_quant_kernel, (t.programs,), x, x, x, x, x,
+        t.n_units, t.units_per_row, layout.cols, t.unit, layout.channels, n_partials,
+        layout.zero_point or 0,
         IN_KIND=int(InputKind.of(x.dtype)),
         FLOAT_GRID=grid.floating, QMIN=grid.qmin, QMAX=grid.qmax,
         MBITS=grid.mbits, EMIN=grid.emin, FMAX=grid.fmax,
-        SCALE_SOURCE=int(plan.scale_source), AMAX_FROM=int(plan.amax_from),
-        SCALE_RULE=int(plan.scale_rule), AMAX_DIVISOR=plan.amax_divisor,
-        ELEMENT_EMAX=plan.element_emax, SCALE_MBITS=block_scales.mbits,
+        SCALE_SOURCE=int(layout.scale_source), AMAX_FROM=int(layout.amax_from),
+        SCALE_RULE=int(layout.scale_rule), AMAX_DIVISOR=layout.amax_divisor,
+        ELEMENT_EMAX=layout.element_emax, SCALE_MBITS=block_scales.mbits,
         SCALE_EMIN=block_scales.emin, SCALE_MAX=block_scales.fmax,
-        HAS_ZERO_POINT=bool(plan.zero_point),
-        BACKWARD=grad is not None,
+        HAS_ZERO_POINT=bool(layout.zero_point),
+        BACKWARD=backward,
         BLOCK_UNITS=t.block_units, UNIT_PAD=t.unit_pad,
         PARTIALS_PAD=next_power_of_2(n_partials),
         num_warps=_warps(t.block_units * t.unit_pad), enable_fp_fusion=False,
     )
-    return out
 
 
 class _StraightThrough(torch.autograd.Function):

@@ -8,18 +8,27 @@ that share one computed scale, or simply a tile row) is. ``launch.py`` turns a p
 Planning reads no tensor data except where the shared validators do (user-given scales and zero
 points, once per tensor version), and copies nothing, so the provider's ``accepts`` plans to
 validate and hands the plan to the call (a ``Prepared``): one validation per call.
+
+Everything a plan holds but its tensors is a ``Layout``, decided by a description of the
+arguments (``libreyolo.kernels.plan_cache``) and kept under it, with the static part of the
+kernel's decline and the launches made for it: ``prepare`` runs a planner only for a description
+it has not seen, or when a user-given scale or zero point is not the tensor, unchanged, whose
+values that plan read. Graph capture is decided per call.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import torch
 
+from libreyolo.capture import capture_reason
+from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
+from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -102,16 +111,15 @@ class Grid:
         return cls(True, mbits=fmt.mantissa_bits, emin=fmt.min_normal_exponent, fmax=fmt.max_value)
 
 
-@dataclass(frozen=True)
-class Plan(Prepared):
-    """One fake-quantization as the kernel sees it (see the module docstring)."""
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Everything about one fake-quantization but its tensors (see the module docstring):
+    a row-major ``(rows, cols)`` view of the input and how its scales are found."""
 
-    x: torch.Tensor  # the input as given (launch makes it contiguous)
     rows: int
     cols: int
     grid: Grid
     scale_source: ScaleSource
-    scale: torch.Tensor | None = None  # a given scale (TENSOR, PER_ROW, PER_COL), contiguous
     channels: int = 1  # PER_ROW: rows cycle through this many channels
     unit: int = 0  # 0: the tile's width (no per-unit scale)
     amax_from: AmaxFrom = AmaxFrom.UNIT
@@ -119,8 +127,23 @@ class Plan(Prepared):
     amax_divisor: float = 1.0
     element_emax: int = 0
     zero_point: int | None = None
-    tensor_amax: torch.Tensor | None = None  # NVFP4: a given global amax (else computed)
     block_scale_grid: Grid | None = None  # NVFP4: the grid block scales are rounded onto
+    #: launches made for this layout (``launch.py``), by pass and tile
+    launchers: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan(Prepared):
+    """One call's fake-quantization: its ``Layout`` and tensors."""
+
+    layout: Layout
+    x: torch.Tensor  # the input as given (launch makes it contiguous)
+    scale: torch.Tensor | None = None  # a given scale (TENSOR, PER_ROW, PER_COL), contiguous
+    tensor_amax: torch.Tensor | None = None  # NVFP4: a given global amax (else computed)
+
+
+def _plan(x, rows, cols, grid, source, *, scale=None, tensor_amax=None, **layout) -> Plan:
+    return Plan(Layout(rows, cols, grid, source, **layout), x, scale, tensor_amax)
 
 
 def _channel_view(x: torch.Tensor, axis: int) -> tuple[int, int, ScaleSource]:
@@ -143,7 +166,7 @@ def _per_row_amax(x: torch.Tensor, grid: Grid, divisor: float) -> Plan:
     else through the amax pass."""
     rows, cols = _last_dim_view(x)
     wide = cols > MAX_UNIT
-    return Plan(
+    return _plan(
         x, rows, cols, grid, ScaleSource.FROM_AMAX,
         unit=0 if wide else cols,
         amax_from=AmaxFrom.ROW_PARTIALS if wide else AmaxFrom.UNIT,
@@ -157,16 +180,16 @@ def plan_int8_per_channel(x, scale, axis=0) -> Plan:
     axis = validation.check_axis("axis", axis, x.dim())
     validation.check_scale("scale", scale, (x.shape[axis],), x.device)
     rows, cols, source = _channel_view(x, axis)
-    return Plan(x, rows, cols, Grid.integers(-127, 127), source,
-                scale=scale.contiguous(), channels=x.shape[axis])
+    return _plan(x, rows, cols, Grid.integers(-127, 127), source,
+                 scale=scale.contiguous(), channels=x.shape[axis])
 
 
 def plan_int8_affine(x, scale, zero_point) -> Plan:
     validation.check_float_tensor("x", x)
     validation.check_scale("scale", scale, (), x.device)
     zero_point = validation.check_zero_point("zero_point", zero_point)
-    return Plan(x, 1, x.numel(), Grid.integers(INT8_AFFINE_MIN, INT8_AFFINE_MAX),
-                ScaleSource.TENSOR, scale=scale.contiguous(), zero_point=zero_point)
+    return _plan(x, 1, x.numel(), Grid.integers(INT8_AFFINE_MIN, INT8_AFFINE_MAX),
+                 ScaleSource.TENSOR, scale=scale.contiguous(), zero_point=zero_point)
 
 
 def plan_fp8(x, scale=None, *, fmt="e4m3", axis=None) -> Plan:
@@ -175,9 +198,9 @@ def plan_fp8(x, scale=None, *, fmt="e4m3", axis=None) -> Plan:
     if mode == "row":
         return _per_row_amax(x, grid, grid.fmax)
     if mode == "tensor":
-        return Plan(x, 1, x.numel(), grid, ScaleSource.TENSOR, scale=scale.contiguous())
+        return _plan(x, 1, x.numel(), grid, ScaleSource.TENSOR, scale=scale.contiguous())
     rows, cols, source = _channel_view(x, axis)
-    return Plan(x, rows, cols, grid, source, scale=scale.contiguous(), channels=x.shape[axis])
+    return _plan(x, rows, cols, grid, source, scale=scale.contiguous(), channels=x.shape[axis])
 
 
 def plan_int_grouped(w, bits, group_size) -> Plan:
@@ -189,16 +212,16 @@ def plan_int_grouped(w, bits, group_size) -> Plan:
     grid = Grid.integers(-qmax, qmax)
     if group_size >= w.shape[1]:  # one group per row
         return _per_row_amax(w, grid, float(qmax))
-    return Plan(w, w.shape[0], w.shape[1], grid, ScaleSource.FROM_AMAX,
-                unit=group_size, amax_divisor=float(qmax))
+    return _plan(w, w.shape[0], w.shape[1], grid, ScaleSource.FROM_AMAX,
+                 unit=group_size, amax_divisor=float(qmax))
 
 
 def _nvfp4(x: torch.Tensor, tensor_amax: torch.Tensor | None) -> Plan:
     rows, cols = _last_dim_view(x)
-    return Plan(x, rows, cols, Grid.of(E2M1), ScaleSource.FROM_AMAX,
-                unit=NVFP4_BLOCK_SIZE, scale_rule=ScaleRule.NVFP4,
-                amax_divisor=NVFP4_TENSOR_SCALE_DIVISOR, tensor_amax=tensor_amax,
-                block_scale_grid=Grid.of(E4M3))
+    return _plan(x, rows, cols, Grid.of(E2M1), ScaleSource.FROM_AMAX,
+                 unit=NVFP4_BLOCK_SIZE, scale_rule=ScaleRule.NVFP4,
+                 amax_divisor=NVFP4_TENSOR_SCALE_DIVISOR, tensor_amax=tensor_amax,
+                 block_scale_grid=Grid.of(E4M3))
 
 
 def plan_nvfp4_weight(w, global_amax=None) -> Plan:
@@ -217,9 +240,9 @@ def plan_nvfp4_dynamic(x) -> Plan:
 
 def _mx(x: torch.Tensor, element: FloatFormat) -> Plan:
     rows, cols = _last_dim_view(x)
-    return Plan(x, rows, cols, Grid.of(element), ScaleSource.FROM_AMAX,
-                unit=MX_BLOCK_SIZE, scale_rule=ScaleRule.E8M0,
-                element_emax=element.max_exponent)
+    return _plan(x, rows, cols, Grid.of(element), ScaleSource.FROM_AMAX,
+                 unit=MX_BLOCK_SIZE, scale_rule=ScaleRule.E8M0,
+                 element_emax=element.max_exponent)
 
 
 def _mx_weight(element: FloatFormat):
@@ -253,3 +276,75 @@ PLANNERS = {
     "fake_quant_mxfp8_weight": _mx_weight(E4M3),
     "fake_quant_mxfp8_dynamic": _mx_dynamic(E4M3),
 }
+
+
+_MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
+
+
+def static_decline(plan: Plan) -> str | None:
+    """Why the kernels will not take this (already validated) input whatever the call, or None:
+    what they cannot hold, or a device they do not run on."""
+    x, layout = plan.x, plan.layout
+    if x.layout != torch.strided:
+        return f"x has layout {x.layout}: the kernels read strided (dense) tensors"
+    if x.numel() >= _MAX_ELEMENTS:
+        return f"x has {x.numel()} elements: the kernels index fewer than 2^31"
+    wide_group = layout.scale_source == ScaleSource.FROM_AMAX and \
+        layout.amax_from == AmaxFrom.UNIT
+    if wide_group and layout.unit > MAX_UNIT:
+        return f"groups of {layout.unit} columns: one program holds at most {MAX_UNIT}"
+    if interpreting():
+        if x.device.type != "cpu":
+            return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
+    elif x.device.type != "cuda":
+        return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
+    return None
+
+
+#: Layouts kept (distinct call descriptions of the models in use); past it the cache restarts.
+MAX_CACHED = 4096
+_CACHE = PlanCache(MAX_CACHED)
+_ROLES = ("x", "scale", "tensor_amax")
+
+
+def prepare(slot: str, *args, **kwargs) -> Plan | str:
+    """The validated plan of this call, or the reason the kernels decline it (bad input raises
+    the reference's error). A description seen before reuses its layout and decline (see the
+    module docstring); graph capture is checked every call, after the arguments."""
+    planner = PLANNERS[slot]
+    captured = capture_reason()
+    if captured is not None:
+        planner(*args, **kwargs)  # the arguments are still checked
+        return captured
+    watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor))
+    key = (slot, interpreting(), *map(describe, args), *kwargs, *map(describe, kwargs.values()))
+    kept = _CACHE.get(key, watched)
+    if kept is not None:
+        layout, declined, where = kept
+        return declined or Plan(layout, *(_pick(args, kwargs, w) for w in where))
+    plan = planner(*args, **kwargs)
+    declined = static_decline(plan)
+    where = tuple(_where(getattr(plan, role), args, kwargs) for role in _ROLES)
+    if all(w is not False for w in where):  # else a tensor was copied: planned every call
+        _CACHE.put(key, (plan.layout, declined, where), watched)
+    return declined or plan
+
+
+def _where(tensor, args: tuple, kwargs: dict):
+    """Where ``tensor`` sits among the arguments (an index or a keyword; None for None), or
+    False when it is none of them."""
+    if tensor is None:
+        return None
+    for index, arg in enumerate(args):
+        if arg is tensor:
+            return index
+    for name, arg in kwargs.items():
+        if arg is tensor:
+            return name
+    return False
+
+
+def _pick(args: tuple, kwargs: dict, where):
+    if where is None:
+        return None
+    return args[where] if type(where) is int else kwargs[where]

@@ -4,8 +4,9 @@ Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton it
 triton it still imports and registers, and the environment check says why nothing runs. Kernels
 load on the first call that runs one.
 
-Eligibility, in the order ``accepts`` checks it (``accepts`` returns the plan it made, which the
-registry hands to the call, so an input is validated and planned once per call):
+Eligibility, as ``plan.prepare`` decides it (``accepts`` returns the plan it made, which the
+registry hands to the call, so an input is validated and planned once per call, and a call
+described as an earlier one reuses that one's layout):
 1. the arguments, with the shared validators: bad input raises the reference's TypeError or
    ValueError here too, it is never silently declined;
 2. graph capture (tracing, compiling, exporting, ONNX export): exported graphs keep the
@@ -17,22 +18,21 @@ registry hands to the call, so an input is validated and planned once per call):
 from __future__ import annotations
 
 import importlib.util
+from functools import cache
 from pathlib import Path
 
 import torch
 
-from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 
-from .plan import MAX_UNIT, PLANNERS, AmaxFrom, Plan, ScaleSource
+from .plan import PLANNERS, Plan, prepare
 
 NAME = "triton"
 _HERE = Path(__file__).resolve().parent
 SOURCES = tuple(str(_HERE / f) for f in (
     "kernels.py", "launch.py", "plan.py", Path(__file__).name)) + (launcher_source,)
-_MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
 
 
 def triton_ready() -> bool | str:
@@ -50,38 +50,23 @@ def _triton_installed() -> bool:
         return False
 
 
-def decline_reason(plan: Plan) -> str | None:
-    """Why the kernel will not take this (already validated) input, or None."""
-    captured = capture_reason()
-    if captured is not None:
-        return captured
-    x = plan.x
-    if x.layout != torch.strided:
-        return f"x has layout {x.layout}: the kernels read strided (dense) tensors"
-    if x.numel() >= _MAX_ELEMENTS:
-        return f"x has {x.numel()} elements: the kernels index fewer than 2^31"
-    wide_group = plan.scale_source == ScaleSource.FROM_AMAX and plan.amax_from == AmaxFrom.UNIT
-    if wide_group and plan.unit > MAX_UNIT:
-        return f"groups of {plan.unit} columns: one program holds at most {MAX_UNIT}"
-    if interpreting():
-        if x.device.type != "cpu":
-            return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
-    elif x.device.type != "cuda":
-        return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
-    return None
+@cache
+def _launch():
+    """The launch module, imported (with triton) when a kernel first runs, then kept: an import
+    statement in every call costs about a microsecond."""
+    from . import launch
+
+    return launch
 
 
 def _implementation(slot: str):
     planner = PLANNERS[slot]
 
     def accepts(*args, **kwargs) -> str | Plan:
-        plan = planner(*args, **kwargs)
-        return decline_reason(plan) or plan
+        return prepare(slot, *args, **kwargs)
 
     def run(*args, prepared: Plan | None = None, **kwargs) -> torch.Tensor:
-        from .launch import run as launch  # imports triton: only when a kernel runs
-
-        return launch(prepared if prepared is not None else planner(*args, **kwargs))
+        return _launch().run(prepared if prepared is not None else planner(*args, **kwargs))
 
     accepts.__qualname__ = f"accepts_{slot}"
     run.__qualname__ = run.__name__ = f"triton_{slot}"
