@@ -22,10 +22,10 @@ from conformance.ms_deform_attn.cases import (  # noqa: E402
     make_inputs,
 )
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
-from libreyolo.kernels.attention.ms_deform_attn import memo  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,  # noqa: E402
+    memo,  # noqa: E402
     triton_provider,  # noqa: E402
 )
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402

@@ -8,9 +8,9 @@ bfloat16 are computed in float32 and results returned in the input dtype.
 ``accepts`` validates and plans once (the portable core's validation, so bad input raises the
 same errors on both paths) and hands the plan to the call. Device data is read on the host only
 the first time a ``spatial_shapes`` tensor (at a given version) is seen; the level sizes, given as
-pairs or read from a tensor, are copied to the device once, and the plan uses that copy. Buffers have data-independent sizes. After a warm-up call
-(which compiles and reads or copies the level sizes), forward and backward are CUDA-graph
-capturable.
+pairs or read from a tensor, are copied to the device once, and the plan uses that copy. Buffers
+have data-independent sizes. After a warm-up call (which compiles and reads or copies the level
+sizes), forward and backward are CUDA-graph capturable.
 """
 
 from __future__ import annotations
