@@ -18,9 +18,11 @@ events (medians), forward and forward+backward:
 With ``LIBREYOLO_PEER_DEFORMABLE_DETR`` naming a folder that holds ``models/ops`` of
 ``fundamentalvision/Deformable-DETR`` (and a ``COMMIT`` file), its op is built by
 ``benchmarks/peers/build_deformable_detr.py`` and the same rows are timed for its autograd
-Function (eager and graph replay) and its ``MSDeformAttn`` module (same weights, the case's
-inputs as contiguous int64-tensor layout, as that module takes them); the JSON records the source
-commit. Without it the benchmark runs and says so.
+Function (eager and graph replay, on the case's own tensors: the call makes them contiguous, as
+its op requires and as our slot does inside) and its ``MSDeformAttn`` module (same weights, level
+sizes as the int64 tensor that module takes); the JSON records the source commit. (v4 handed the
+Function copies made contiguous outside the timed call, which spared it the copy a channel-major
+value costs our side.) Without it the benchmark runs and says so.
 
 With ``LIBREYOLO_HUB_LOCAL_BUILD`` naming a folder written by ``benchmarks/hub/build_msda.py``
 (and ``HF_HUB_OFFLINE=1``, ``HF_HUB_CACHE`` its ``hf-cache``), the ``hub`` implementation is
@@ -230,12 +232,15 @@ def _helper(value, shapes, locations, weights):
 
 def _peer_function(peer: Peer, levels):
     """Deformable DETR's autograd Function with the slot's signature (level sizes and starts as
-    the int64 device tensors it takes)."""
+    the int64 device tensors it takes, made once). Its op asserts contiguous tensors, so the call
+    makes them contiguous, as ours does inside the slot: a channel-major value (RF-DETR's,
+    D-FINE's layout) costs both sides the same copy, and a contiguous one costs neither."""
     shapes = torch.tensor(levels, dtype=torch.int64, device="cuda")
     starts = torch.cat((shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]))
 
     def call(value, _spatial_shapes, locations, weights):
-        return peer.function.apply(value, shapes, starts, locations, weights, PEER_IM2COL_STEP)
+        return peer.function.apply(value.contiguous(), shapes, starts, locations.contiguous(),
+                                   weights.contiguous(), PEER_IM2COL_STEP)
 
     return call
 
@@ -312,8 +317,7 @@ def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) ->
                         case.points).to("cuda", dtype)
     result["module"] = time_module(ours, module_inputs(case, dtype, inputs[1]), iters)
     if peer is not None and dtype == torch.float32:  # the op dispatches float and double only
-        contiguous = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs]
-        result["peer_function"] = time_slot(_peer_function(peer, case.levels), contiguous, iters)
+        result["peer_function"] = time_slot(_peer_function(peer, case.levels), inputs, iters)
         theirs = peer.module(case.heads * case.channels, len(case.levels), case.heads,
                              case.points).to("cuda", dtype)
         theirs.load_state_dict(ours.state_dict())
