@@ -43,6 +43,7 @@ from bench_fake_quant import (
 from bench_fake_quant import environment as fake_quant_environment
 
 from libreyolo.kernels import ops
+from libreyolo.kernels.quant.execute import unpack_plan
 from libreyolo.kernels.quant.execute.unpack_launch import run
 from libreyolo.kernels.quant.execute.unpack_plan import NUM_WARPS, PLANNERS, TILE_BYTES, UnpackPlan
 from libreyolo.quant import packing as reference
@@ -186,17 +187,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--host-calls", type=int, default=1000)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--formats", nargs="+", default=[f[0] for f in FORMATS],
+                        choices=[f[0] for f in FORMATS])
+    parser.add_argument("--tile-bytes", type=int, default=TILE_BYTES,
+                        help="the kernel's output bytes per program (a sweep; default: the "
+                             "shipped value); set before anything is planned, so kept plans "
+                             "all have it")
     options = parser.parse_args()
+    unpack_plan.TILE_BYTES = options.tile_bytes
     if not torch.cuda.is_available():
         raise SystemExit("bench_unpack.py needs a CUDA device")
     gen = torch.Generator(device="cuda").manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    keys = [(f, d, s) for s in options.sizes for f in FORMATS for d in DTYPES]
+    formats = [f for f in FORMATS if f[0] in options.formats]
+    keys = [(f, d, s) for s in options.sizes for f in formats for d in DTYPES]
     rounds = [[measured(measure(f, d, s, options.repeats, options.host_calls, flush, gen))
                for f, d, s in keys] for _ in range(options.rounds)]
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}
-    env["kernel_config"] = {"tile_bytes": TILE_BYTES, "num_warps": NUM_WARPS}
+    env["kernel_config"] = {"tile_bytes": unpack_plan.TILE_BYTES, "num_warps": NUM_WARPS}
     with open(options.out, "w") as f:
         json.dump({"environment": env, "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(table(rows))

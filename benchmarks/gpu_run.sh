@@ -5,8 +5,8 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
-#     bench-fp8 bench-finalized tests declarations finalized hub (default: all but hub, in that
-#     order)
+#     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack (default: all but
+#     hub and sweep-unpack, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -102,6 +102,15 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # awaiting their records, the unpack kernels run only when selected by name
         run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
             "$OUT/bench_unpack.json" --rounds 1 ;;
+    sweep-unpack)
+        # NVFP4 at 4096x4096 (v3: 78-83% of the copy, target 85%) under other tile sizes, each
+        # in its own process (plans are kept per process)
+        for tile in 8192 16384 32768 65536; do
+            run "sweep-unpack-$tile" 60 env LIBREYOLO_KERNELS=triton python3 \
+                benchmarks/bench_unpack.py "$OUT/sweep_unpack_$tile.json" --rounds 1 \
+                --repeats 50 --host-calls 100 --sizes 4096x4096 --formats nvfp4 \
+                --tile-bytes "$tile"
+        done ;;
     bench-attn)
         run bench-attn 180 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" ;;
     bench-msda)
