@@ -5,8 +5,8 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
-#     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack (default: all but
-#     hub and sweep-unpack, in that order)
+#     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
+#     (default: all but hub and the sweeps, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -111,6 +111,10 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
                 --repeats 50 --host-calls 100 --sizes 4096x4096 --formats nvfp4 \
                 --tile-bytes "$tile"
         done ;;
+    sweep-msda)
+        # the MSDA kernels' query block on the medium and large classic and ragged cases
+        run sweep-msda 200 python3 benchmarks/sweep_ms_deform_attn_blocks.py \
+            "$OUT/sweep_ms_deform_attn_blocks.json" ;;
     bench-attn)
         run bench-attn 180 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" ;;
     bench-msda)

@@ -1,0 +1,127 @@
+"""Sweep the MSDA kernels' query block on the H200: which ``BLOCK_Q`` a small decoder wants.
+
+    python benchmarks/sweep_ms_deform_attn_blocks.py OUT.json [--iters 30]
+
+The kernels cover ``BLOCK_Q`` queries x ``BLOCK_C`` channels per program
+(``triton_provider._blocks``: 512 elements, so 32 queries at 16 channels). A decoder call of 300
+queries and 16 heads then runs 160 programs on 132 SMs, one wave with little in flight; smaller
+blocks give more, shorter programs. For every medium and large case of the classic and ragged
+shape sets and each candidate block (at most the shipped tile), this times CUDA-graph replays of
+the forward and of forward+backward (``bench_ms_deform_attn.time_graph_ms``: GPU work only) and
+checks the forward against the shipped block's output (same kernel, other tiling: equal up to
+the order of float32 sums, which does not change with the query block, so bit-equal). It changes
+nothing in the package: the choice it supports is made in ``triton_provider._blocks`` and
+recorded in ``benchmarks/NOTES.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LIBREYOLO_KERNELS", "triton")
+
+from benchmarks.bench_ms_deform_attn import steps, time_graph_ms  # noqa: E402
+from conformance import shapesets  # noqa: E402
+from conformance.catalogue import CATALOGUE  # noqa: E402
+from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import memo  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import ragged_triton_provider as ragged  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic  # noqa: E402
+
+CANDIDATES = (4, 8, 16, 32, 64)
+
+
+def _with_block(block_q: int | None):
+    """Make the kernels plan with this query block (None: the shipped rule)."""
+    shipped = _with_block.shipped
+    classic._blocks = shipped if block_q is None else (
+        lambda channels: (min(block_q, shipped(channels)[0]), shipped(channels)[1]))
+    memo._plans.clear()
+
+
+_with_block.shipped = classic._blocks
+
+
+def _classic(case):
+    inputs = make_inputs(case, device="cuda")
+    return inputs, lambda *a: classic.ms_deform_attn_triton(*a)
+
+
+def _ragged(case):
+    inputs = draw_inputs({**case.params, "spatial_shapes": "pairs"}, torch.float32,
+                         device="cuda")
+    return inputs, ragged.ms_deform_attn_ragged_triton  # raises if the kernels decline
+
+
+def sweep(name, make, iters) -> dict:
+    inputs, fn = make()
+    row = {"case": name}
+    with torch.no_grad():
+        _with_block(None)
+        want = fn(*inputs)
+    for block_q in (None, *CANDIDATES):
+        _with_block(block_q)
+        with torch.no_grad():
+            got = fn(*inputs)
+        forward, forward_backward = steps(fn, *inputs) if len(inputs) == 4 else \
+            _ragged_steps(fn, inputs)
+        row[str(block_q or "shipped")] = {
+            "bits_equal": bool(torch.equal(got, want)),
+            "graph_forward_ms": statistics.median(time_graph_ms(forward, iters)),
+            "graph_forward_backward_ms": statistics.median(time_graph_ms(forward_backward, iters)),
+        }
+    _with_block(None)
+    return row
+
+
+def _ragged_steps(fn, inputs):
+    value, shapes, locations, weights, points, method = inputs
+    leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       device="cuda")
+
+    def forward():
+        with torch.no_grad():
+            fn(*inputs)
+
+    def forward_backward():
+        for leaf in leaves:
+            leaf.grad = None
+        fn(leaves[0], shapes, leaves[1], leaves[2], points, method).backward(grad)
+
+    return forward, forward_backward
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--iters", type=int, default=30)
+    args = parser.parse_args()
+    rows = [sweep(c.name, lambda c=c: _classic(c), args.iters)
+            for c in load_cases(sizes=("medium", "large"))]
+    ragged = [c for c in shapesets.load(CATALOGUE["ms_deform_attn_ragged"].shapes)
+              if c.size in ("medium", "large")]
+    rows += [sweep(f"ragged/{c.name}", lambda c=c: _ragged(c), args.iters) for c in ragged]
+    args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows},
+                                   indent=1))
+    labels = ["shipped", *map(str, CANDIDATES)]
+    print("| case | " + " | ".join(f"BLOCK_Q {b} fwd / fwd+bwd µs" for b in labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for row in rows:
+        cells = [f"{row[b]['graph_forward_ms'] * 1e3:.1f} / "
+                 f"{row[b]['graph_forward_backward_ms'] * 1e3:.1f}"
+                 f"{'' if row[b]['bits_equal'] else ' (bits differ)'}" for b in labels]
+        print(f"| {row['case']} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
