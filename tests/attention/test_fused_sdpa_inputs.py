@@ -187,3 +187,39 @@ def test_the_kept_mask_is_not_state(duplicate, handed):
     assert handed[1][3] is not handed[0][3]
     assert torch.equal(handed[1][3], expected_mask(twin, kwargs).expand_as(handed[1][3]))
     assert list(module.state_dict()) == list(twin.state_dict())
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("site", SITES, ids=lambda s: s.id)
+def test_on_cuda_every_fused_call_takes_a_fused_kernel_not_the_math_fallback(site, handed):
+    """At the real sizes under float16 autocast, SDPA's own dispatcher picks flash, memory-efficient
+    or cuDNN attention for every call the fused path makes."""
+    module, args, kwargs = prepared(site, dtype=torch.float32, device="cuda", fused_attn=True)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        module(*args, **kwargs)
+    math = int(torch.nn.attention.SDPBackend.MATH)
+    for q, k, v, mask in handed:
+        assert torch._fused_sdp_choice(q, k, v, mask, 0.0, False, scale=None) != math, site.id
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_cuda_graph_computes_the_mask_so_its_replays_follow_the_bias_table():
+    module, args, kwargs = prepared(SWIN, dtype=torch.float32, device="cuda", fused_attn=True)
+    with torch.no_grad():
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            module(*args, **kwargs)  # warm-up, eager: the mask is kept
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = module(*args, **kwargs)
+        module.relative_position_bias_table.mul_(-2.0)
+        graph.replay()
+        expected = module(*args, **kwargs)  # eager, rebuilt after the change
+    torch.testing.assert_close(out, expected)
