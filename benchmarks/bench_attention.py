@@ -11,25 +11,40 @@ float16 autocast, with no gradient:
   scores, the additive or boolean mask added before the softmax).
 Each is timed with CUDA events, eagerly and as CUDA-graph replays (which leave only the GPU's
 work), median of ``--iters`` runs after a warm-up; caches stay warm (no L2 flush: both paths read
-the same tensors). Before timing, the fused module's output is checked against the manual one
-(largest difference at most 2e-2 of the largest magnitude: a sanity check; the bounded contract
-is ``tests/attention/test_fused_conformance.py`` on a CUDA machine).
+the same tensors). A module step is the module's forward as a user calls it (one module per
+path, the flag set once). Eagerly, the fused module's first call (the check below) builds the
+folded mask it keeps, and the timed calls reuse it: the masks are the same tensors every call,
+as Swin's registered ``attn_mask`` buffer is; a caller that builds a fresh mask tensor every call
+pays the fold on every call. Inside CUDA-graph capture the module does not keep the mask (the
+graph computes it from the parameters), so the graph column includes the fold. Before timing,
+the fused module's output is checked against the manual one (largest difference at most 2e-2 of
+the largest magnitude: a sanity check; the bounded contract is
+``tests/attention/test_fused_conformance.py`` on a CUDA machine).
+
+Two more columns: the backend SDPA picks for the fused module's calls
+(``torch._fused_sdp_choice`` on the recorded tensors; a math fallback there is slow), and, as a
+measured option only (nothing selects it by default), the fused module and the bare SDPA with the
+cuDNN backend forced (``sdpa_kernel(SDPBackend.CUDNN_ATTENTION)``, eager), with the saving ratio
+it would give; "declines" where cuDNN does not take the call.
 
 Target (issue 19): at every call site the time the module saves per call is at least 90% of the
 time the bare kernels save. Writes the raw numbers as JSON and prints a markdown table. Expected
-to take about a minute on an H200.
+to take about two minutes on an H200.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,6 +54,7 @@ from libreyolo.kernels.attention.evidence import prepared  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402
 
 TARGET = 0.9
+BACKEND_NAMES = {int(value): name.lower() for name, value in SDPBackend.__members__.items()}
 SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected", "global_tokens")
 
 
@@ -98,13 +114,30 @@ def bare_steps(site, calls):
     return manual, fused
 
 
-def module_step(module, args, kwargs, fused: bool):
+def module_step(module, args, kwargs):
     def step():
-        module.fused_attn = fused
         with torch.no_grad(), autocast():
             return module(*args, **kwargs)
 
     return step
+
+
+def chosen_backends(calls) -> list[str]:
+    """The backend SDPA picks for each recorded call, by its own dispatcher."""
+    return [BACKEND_NAMES[torch._fused_sdp_choice(c["q"], c["k"], c["v"], c["attn_mask"], 0.0,
+                                                  False, scale=c["scale"])] for c in calls]
+
+
+def time_forced(backend, step, iters: int) -> list[float] | None:
+    """Eager times of ``step`` with only ``backend`` allowed; None where it declines the call."""
+    with sdpa_kernel(backend):
+        try:
+            with warnings.catch_warnings():  # SDPA warns why each backend declined
+                warnings.simplefilter("ignore")
+                step()
+        except RuntimeError:
+            return None
+        return time_ms(step, iters)
 
 
 def check(site, manual_step, fused_step) -> float:
@@ -116,41 +149,64 @@ def check(site, manual_step, fused_step) -> float:
 
 
 def bench_site(site, iters: int) -> dict:
-    module, args, kwargs = prepared(site, dtype=torch.float32, device="cuda")
-    manual_module = module_step(module, args, kwargs, False)
-    fused_module = module_step(module, args, kwargs, True)
+    module, args, kwargs = prepared(site, dtype=torch.float32, device="cuda", fused_attn=True)
+    manual = copy.deepcopy(module)
+    manual.fused_attn = False
+    manual_module = module_step(manual, args, kwargs)
+    fused_module = module_step(module, args, kwargs)
     result = {"site": site.id, "batch": site.batch, "tokens": site.tokens, "dim": site.dim,
               "heads": site.heads, "check_relative_diff": check(site, manual_module, fused_module)}
-    manual_bare, fused_bare = bare_steps(site, recorded_sdpa_calls(module, args, kwargs))
+    calls = recorded_sdpa_calls(module, args, kwargs)
+    result["sdpa_backends"] = chosen_backends(calls)
+    manual_bare, fused_bare = bare_steps(site, calls)
     steps = {"module_manual": manual_module, "module_fused": fused_module,
              "bare_manual": manual_bare, "bare_sdpa": fused_bare}
     for name, step in steps.items():
         result[f"{name}_ms"] = time_ms(step, iters)
         result[f"{name}_graph_ms"] = time_graph_ms(step, iters)
+    cudnn = SDPBackend.CUDNN_ATTENTION
+    result["module_fused_cudnn_ms"] = time_forced(cudnn, fused_module, iters)
+    result["bare_sdpa_cudnn_ms"] = time_forced(cudnn, fused_bare, iters)
     return result
 
 
-def saving_ratio(r: dict, suffix: str) -> tuple[float, float, float]:
-    """(module saving, bare saving, module / bare) in ms, from medians."""
+def saving_ratio(r: dict, suffix: str, fused: str = "") -> tuple[float, float, float]:
+    """(module saving, bare saving, module / bare) in ms, from medians; ``fused`` picks the
+    fused side's timings (``"_cudnn"``: with cuDNN forced)."""
     med = statistics.median
-    m = med(r[f"module_manual{suffix}"]) - med(r[f"module_fused{suffix}"])
-    b = med(r[f"bare_manual{suffix}"]) - med(r[f"bare_sdpa{suffix}"])
+    m = med(r[f"module_manual{suffix}"]) - med(r[f"module_fused{fused}{suffix}"])
+    b = med(r[f"bare_manual{suffix}"]) - med(r[f"bare_sdpa{fused}{suffix}"])
     return m, b, (m / b if b > 0 else float("nan"))
+
+
+def _ratio(m: float, b: float, ratio: float) -> str:
+    return "(SDPA slower)" if b <= 0 else f"{ratio:.0%}"
+
+
+def cudnn_cell(r: dict) -> str:
+    med = statistics.median
+    if r["module_fused_cudnn_ms"] is None or r["bare_sdpa_cudnn_ms"] is None:
+        return "declines"
+    return (f"{med(r['module_fused_cudnn_ms']):.3f} / {med(r['bare_sdpa_cudnn_ms']):.3f} "
+            f"({_ratio(*saving_ratio(r, '_ms', '_cudnn'))})")
 
 
 def table(results: list[dict]) -> str:
     med = statistics.median
     rows = ["| call site | batch x tokens | module manual / fused ms | bare manual / SDPA ms | "
-            "saved: module / bare ms | module / bare saving | same, CUDA graphs | >= 90% |",
-            "|---|---|---|---|---|---|---|---|"]
+            "saved: module / bare ms | module / bare saving | same, CUDA graphs | >= 90% | "
+            "SDPA backend | cuDNN forced: fused / SDPA ms (saving) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         saved, bare_saved, ratio = saving_ratio(r, "_ms")
-        _, _, graph_ratio = saving_ratio(r, "_graph_ms")
+        graph = saving_ratio(r, "_graph_ms")
         rows.append(
             f"| {r['site']} | {r['batch']} x {r['tokens']} | {med(r['module_manual_ms']):.3f} / "
             f"{med(r['module_fused_ms']):.3f} | {med(r['bare_manual_ms']):.3f} / "
-            f"{med(r['bare_sdpa_ms']):.3f} | {saved:.3f} / {bare_saved:.3f} | {ratio:.0%} | "
-            f"{graph_ratio:.0%} | {'yes' if ratio >= TARGET else 'no'} |")
+            f"{med(r['bare_sdpa_ms']):.3f} | {saved:.3f} / {bare_saved:.3f} | "
+            f"{_ratio(saved, bare_saved, ratio)} | {_ratio(*graph)} | "
+            f"{'yes' if ratio >= TARGET else 'no'} | {', '.join(r['sdpa_backends'])} | "
+            f"{cudnn_cell(r)} |")
     return "\n".join(rows)
 
 

@@ -85,6 +85,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/registry/test_no_host_sync_cuda.py tests/kernels/quant/unpack_checks.py \
             tests/kernels/quant/test_unpack_provider.py tests/attention/test_fused_conformance.py \
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
+            tests/attention/test_fused_sdpa_inputs.py \
             tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py \
             tests/kernels/quant/fp8_linear_checks.py} ;;
     declarations)

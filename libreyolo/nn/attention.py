@@ -3,8 +3,10 @@
 Each module's manual path is its family's upstream equation, operation for operation (the source
 of each is named in its docstring and in ``libreyolo/kernels/attention/families.toml``); the fused
 path computes the same attention with ``torch.nn.functional.scaled_dot_product_attention``, its
-additive terms folded into one ``attn_mask``. The flag is a plain attribute: it is not state, so
-the state-dict keys are the same either way. Under ONNX export and ``torch.jit.trace`` the manual
+additive terms folded into one ``attn_mask``. The fused path keeps that mask between calls
+(``_Memo``): built once in the dtype and layout SDPA reads, not folded, cast and padded again on
+every call. The flag is a plain attribute: it is not state, so the state-dict keys are the same
+either way. Under ONNX export and ``torch.jit.trace`` the manual
 path runs whatever the flag says (``manual_attention_required``).
 
 These are inference modules: no attention dropout (every family runs with it at 0 at inference).
@@ -51,15 +53,113 @@ def _heads(dim: int, num_heads: int) -> int:
     return dim // num_heads
 
 
+#: Memory-efficient attention reads an additive mask in place only when every stride but the last
+#: is a multiple of 8 elements; otherwise SDPA pads the last dimension to a multiple of 8 and
+#: slices it back, a copy of the whole mask on every call (``preprocess_mask`` in PyTorch's
+#: aten/src/ATen/native/transformers/attention.cpp). Its CUDA kernels also need the head width to
+#: be a multiple of 8 in half precision (``check_head_dim_size_mem_efficient`` in
+#: transformers/cuda/sdp_utils.cpp); flash takes no mask and cuDNN the same multiple of 8, so an
+#: additive mask with another head width goes to the math fallback.
+SDPA_ALIGNMENT = 8
+
+
+def _aligned(mask: torch.Tensor) -> torch.Tensor:
+    """``mask`` with the same values, laid out so memory-efficient attention reads it without a
+    copy: already so (a broadcast view with stride-0 dimensions included), else padded to a
+    multiple of ``SDPA_ALIGNMENT`` in the last dimension and sliced back (autograd follows it)."""
+    if mask.stride(-1) == 1 and all(s % SDPA_ALIGNMENT == 0 for s in mask.stride()[:-1]):
+        return mask
+    n = mask.shape[-1]
+    if n % SDPA_ALIGNMENT == 0:
+        return mask.contiguous()
+    return F.pad(mask, (0, -n % SDPA_ALIGNMENT))[..., :n]
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
+def _as_sdpa_gets_it(mask: torch.Tensor) -> torch.Tensor:
+    """``mask`` cast as autocast casts SDPA's floating arguments (to the autocast dtype; float64
+    and booleans stay): the very tensor SDPA would be handed, so keeping it changes no number."""
+    target = _autocast_dtype(mask.device.type)
+    if target is None or not mask.is_floating_point() or mask.dtype == torch.float64:
+        return mask
+    return mask.to(target)
+
+
+class _Memo:
+    """One value built from some tensors, reused while they are unchanged: the same tensor
+    objects (held here, so their addresses cannot be reused by others), each at the same version
+    counter and storage (an optimizer step, ``load_state_dict``, any in-place ``copy_`` bumps the
+    counter; ``.to()`` and ``.half()`` move the storage), and the same ``extra`` key.
+
+    Built afresh, and not kept, where keeping would be wrong: when autograd must reach a source
+    (grad enabled and a source requires grad: training gets the gradient through the mask), under
+    ``torch.compile`` and ``torch.export`` (the traced graph folds it itself), inside CUDA-graph
+    capture (the graph must compute the mask from the parameters, so replays follow in-place
+    updates) and for inference tensors, which keep no version counter. An in-place change made
+    through ``.data`` bypasses version counters, as it bypasses autograd: it is not seen.
+
+    Not state: a deep copy or a pickle of the module starts empty."""
+
+    def __init__(self):
+        self._sources: list[torch.Tensor] = []
+        self._stamp = None
+        self._value = None
+
+    def __reduce__(self):
+        return _Memo, ()
+
+    def __deepcopy__(self, memo):
+        return _Memo()
+
+    def get(self, sources: list[torch.Tensor], extra: tuple, build):
+        """``build()``, or the value it gave for these ``sources`` and ``extra`` last time.
+
+        Written for the host: a hit is a few attribute reads per source (it replaces a kernel
+        launch or more on a module whose eager time is mostly host time)."""
+        if torch.compiler.is_compiling():
+            return build()
+        grad = torch.is_grad_enabled()
+        stamp = [extra, torch.is_inference_mode_enabled()]
+        for t in sources:
+            if (grad and t.requires_grad) or t.is_inference():
+                return build()
+            stamp += (t._version, t.data_ptr())
+        if sources[0].is_cuda and torch.cuda.is_current_stream_capturing():
+            return build()
+        # equal stamps have two entries per source, so the lengths match
+        if stamp == self._stamp and all(a is b for a, b in zip(sources, self._sources,
+                                                                strict=True)):
+            return self._value
+        value = build()
+        self._sources, self._stamp, self._value = sources, stamp, value
+        return value
+
+
 class _Flagged(nn.Module):
     def __init__(self, fused_attn: bool):
         super().__init__()
         if not isinstance(fused_attn, bool):
             raise TypeError(f"fused_attn: expected a bool, got {type(fused_attn).__name__}")
         self.fused_attn = fused_attn
+        self._mask_memo = _Memo()
 
     def _use_fused(self) -> bool:
         return self.fused_attn and not manual_attention_required()
+
+    def _sdpa_mask(self, sources, fold, *extra) -> torch.Tensor | None:
+        """The ``attn_mask`` SDPA gets: ``fold()`` (the additive terms summed in their own dtype,
+        as the manual path adds them), cast as autocast would cast it and laid out for
+        memory-efficient attention; kept between calls while ``sources`` (every tensor ``fold``
+        reads) and ``extra`` (what else its shape depends on) are unchanged. None when there is
+        no additive term."""
+        sources = [t for t in sources if t is not None]
+        if not sources:
+            return None
+        return self._mask_memo.get(sources, (*extra, _autocast_dtype(sources[0].device.type)),
+                                   lambda: _aligned(_as_sdpa_gets_it(fold())))
 
     def extra_repr(self) -> str:
         return f"fused_attn={self.fused_attn}"
@@ -92,7 +192,7 @@ class QKVAttention(_Flagged):
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(
             2, 0, 3, 1, 4).unbind(0)
         if self._use_fused():
-            mask = attn_bias
+            mask = self._sdpa_mask((attn_bias,), lambda: attn_bias)
             if padding_mask is not None:
                 mask = ~padding_mask.reshape(B, 1, 1, N)  # SDPA's boolean mask: True attends
             x = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
@@ -132,20 +232,22 @@ class WindowAttention(_Flagged):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B_, N, C = x.shape
-        q, k, v = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads).permute(
-            2, 0, 3, 1, 4).unbind(0)
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            N, N, -1).permute(2, 0, 1).contiguous()
+        head_dim = C // self.num_heads
+        qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, head_dim)
         if self._use_fused():
-            attn_mask = bias.unsqueeze(0)
-            if mask is not None:
-                nW = mask.shape[0]
-                attn_mask = (attn_mask.unsqueeze(0) + mask.unsqueeze(1).unsqueeze(0)).expand(
-                    B_ // nW, -1, -1, -1, -1).reshape(B_, self.num_heads, N, N)
-            x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)
+            # zero columns add nothing to q @ k^T; they let a head width such as SwinIR's 30
+            # reach memory-efficient attention instead of the math fallback (SDPA_ALIGNMENT)
+            if head_dim % SDPA_ALIGNMENT:
+                qkv = F.pad(qkv, (0, -head_dim % SDPA_ALIGNMENT))
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            attn_mask = self._sdpa_mask(
+                (self.relative_position_bias_table, self.relative_position_index, mask),
+                lambda: self._folded(mask, B_, N), B_)
+            x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)[..., :head_dim]
         else:
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
             attn = (q * self.scale) @ k.transpose(-2, -1)
-            attn = attn + bias.unsqueeze(0)
+            attn = attn + self._bias(N).unsqueeze(0)
             if mask is not None:
                 nW = mask.shape[0]
                 attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(
@@ -153,6 +255,21 @@ class WindowAttention(_Flagged):
                 attn = attn.view(-1, self.num_heads, N, N)
             x = attn.softmax(dim=-1) @ v
         return self.proj(x.transpose(1, 2).reshape(B_, N, C))
+
+    def _bias(self, N: int) -> torch.Tensor:
+        """The (heads, N, N) relative position bias."""
+        return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
+            N, N, -1).permute(2, 0, 1).contiguous()
+
+    def _folded(self, mask: torch.Tensor | None, B_: int, N: int) -> torch.Tensor:
+        """The bias plus the shifted-window mask, one (B_, heads, N, N) additive term ((1, heads,
+        N, N) without a mask): the manual path's two additions, done once."""
+        attn_mask = self._bias(N).unsqueeze(0)
+        if mask is None:
+            return attn_mask
+        nW = mask.shape[0]
+        return (attn_mask.unsqueeze(0) + mask.unsqueeze(1).unsqueeze(0)).expand(
+            B_ // nW, -1, -1, -1, -1).reshape(B_, self.num_heads, N, N)
 
 
 def _relative_position_index(window: int) -> torch.Tensor:
@@ -265,13 +382,18 @@ class TinyViTAttention(_Flagged):
         q, k, v = self.qkv(self.norm(x)).view(B, N, self.num_heads, -1).split(
             [self.key_dim, self.key_dim, self.d], dim=3)
         q, k, v = (t.permute(0, 2, 1, 3) for t in (q, k, v))
-        bias = self.attention_biases[:, self.attention_bias_idxs]
         if self._use_fused():
-            x = sdpa(q, k, v, attn_mask=bias, scale=self.scale)
+            attn_mask = self._sdpa_mask((self.attention_biases, self.attention_bias_idxs),
+                                        self._bias)
+            x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)
         else:
-            attn = (q @ k.transpose(-2, -1)) * self.scale + bias
+            attn = (q @ k.transpose(-2, -1)) * self.scale + self._bias()
             x = attn.softmax(dim=-1) @ v
         return self.proj(x.transpose(1, 2).reshape(B, N, self.dh))
+
+    def _bias(self) -> torch.Tensor:
+        """The (heads, N, N) bias of every query-key offset."""
+        return self.attention_biases[:, self.attention_bias_idxs]
 
 
 class SeparateProjAttention(_Flagged):
@@ -301,7 +423,8 @@ class SeparateProjAttention(_Flagged):
         B, N, C = x.shape
         if self._use_fused():
             masks = [m for m in (causal_attention_mask, attention_mask) if m is not None]
-            mask = masks[0] + masks[1] if len(masks) == 2 else (masks[0] if masks else None)
+            mask = self._sdpa_mask(masks, lambda: masks[0] + masks[1] if len(masks) == 2
+                                   else masks[0])
             q, k, v = (self._shape(p(x), B) for p in (self.q_proj, self.k_proj, self.v_proj))
             out = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
             return self.out_proj(out.transpose(1, 2).reshape(B, N, C))
@@ -350,7 +473,8 @@ class ProjectedAttention(_Flagged):
         q, k, v = (p(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)
                    for p in (self.q_proj, self.k_proj, self.v_proj))
         if self._use_fused():
-            out = sdpa(q, k, v, attn_mask=attention_mask, scale=self.scale)
+            mask = self._sdpa_mask((attention_mask,), lambda: attention_mask)
+            out = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
         else:
             scores = torch.matmul(q, k.transpose(-1, -2))
             if self.scale_at == "divide":
@@ -394,8 +518,8 @@ class GlobalTokenAttention(_Flagged):
         self.proj_out = nn.Conv2d(dim, dim, 1)
         self.norm = nn.BatchNorm2d(dim)
 
-    def _attend(self, q, k, v):
-        if self._use_fused():
+    def _attend(self, fused: bool, q, k, v):
+        if fused:
             return sdpa(q, k, v, scale=self.scale)
         return F.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1) @ v
 
@@ -406,13 +530,20 @@ class GlobalTokenAttention(_Flagged):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
         N = H * W
-        k_sp, v_sp = self.kv_spatial(x).reshape(B, 2, C, N).permute(1, 0, 2, 3)
-        k_sp = k_sp.view(B, self.num_heads, self.head_dim, N).transpose(-1, -2)
-        v_sp = v_sp.view(B, self.num_heads, self.head_dim, N).transpose(-1, -2)
-        tokens = self._attend(self._token_heads(self.q_tokens(self.tokens), B), k_sp, v_sp)
+        fused = self._use_fused()
+        # (2, B, heads, N, head_dim) views of the 1x1 conv's channels: the head width has stride N
+        kv = self.kv_spatial(x).reshape(B, 2, self.num_heads, self.head_dim, N).permute(
+            1, 0, 2, 4, 3)
+        if fused:
+            kv = kv.contiguous()  # SDPA's fused kernels take only a stride-1 head width
+        k_sp, v_sp = kv.unbind(0)
+        tokens = self._attend(fused, self._token_heads(self.q_tokens(self.tokens), B), k_sp, v_sp)
         q_sp = self.q_spatial(x).reshape(B, C, N).view(B, self.num_heads, self.head_dim,
                                                        N).transpose(-1, -2)
-        out = self._attend(q_sp, self._token_heads(self.k_proj_tokens(self.tokens), B), tokens)
+        if fused:
+            q_sp = q_sp.contiguous()
+        out = self._attend(fused, q_sp, self._token_heads(self.k_proj_tokens(self.tokens), B),
+                           tokens)
         out = out.transpose(1, 2).reshape(B, N, C).transpose(1, 2).reshape(B, C, H, W)
         return x + self.norm(self.proj_out(out))
 
