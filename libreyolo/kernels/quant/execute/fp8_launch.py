@@ -25,6 +25,11 @@ def _tile() -> int:
     return INTERPRETER_TILE if interpreting() else GPU_TILE
 
 
+def _warps(elements: int) -> int:
+    """Eight warps for a full tile (16 elements a thread at 4096), four for smaller ones."""
+    return 8 if elements >= 4096 else 4
+
+
 def _loaded(t: torch.Tensor) -> torch.Tensor:
     """bfloat16 is read as int16 bits (the kernels widen them by a shift)."""
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
@@ -39,24 +44,24 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
     rows, cols = x2d.shape
     padded = -(-cols // pad_to) * pad_to
     codes = torch.empty((rows, padded), dtype=torch.uint8, device=x2d.device)
-    row_scale = None
-    if plan.scale is None:
-        row_scale = torch.ones((rows, 1), dtype=torch.float32, device=x2d.device)
-    if rows and padded:
+    dynamic = plan.scale is None
+    launched = bool(rows and padded)
+    # the kernel writes every row's scale; without a launch (no columns) each row's is 1
+    row_scale = (torch.empty if launched else torch.ones)(
+        (rows, 1), dtype=torch.float32, device=x2d.device) if dynamic else None
+    if launched:
         tile = _tile()
-        if plan.scale is None:
-            block_c = next_power_of_2(max(padded, 1))
-        else:
-            block_c = min(next_power_of_2(padded), MAX_BLOCK_C)
+        block_c = next_power_of_2(padded) if dynamic else min(next_power_of_2(padded),
+                                                               MAX_BLOCK_C)
         block_r = max(1, tile // block_c)
         grid = (cdiv(rows, block_r), cdiv(padded, block_c))
         launch(
             fp8_cast_kernel, grid,
-            _loaded(x2d), plan.scale if plan.scale is not None else row_scale, codes,
-            row_scale if row_scale is not None else codes, rows, cols, padded,
-            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=plan.scale is None,
+            _loaded(x2d), row_scale if dynamic else plan.scale, codes,
+            row_scale if dynamic else codes, rows, cols, padded,
+            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
             BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
-            num_warps=8 if block_r * block_c >= 4096 else 4, enable_fp_fusion=False,
+            num_warps=_warps(block_r * block_c), enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
 
@@ -79,7 +84,7 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
         plan.row_scale.stride(0), plan.col_scale.stride(0),
         bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(InputKind.of(plan.out_dtype)),
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=_warps(block_r * block_c),
         enable_fp_fusion=False,
     )
     return out
