@@ -12,8 +12,8 @@ time against a same-size device copy for each tile shape (issue #17, "bench_fp8.
    depend on the scale and x alone, so the half-precision spaces are complete;
 2. time (CUDA-event medians, L2 flushed before each run): the dynamic prologue on bf16
    16384x4096 (ViT-L fc2's input) and 16384x1024 (fc1's), with the GELU fold on 16384x4096, and
-   the static one on 16384x4096, for each (tile elements, warps), beside a device copy of the
-   input (share of the copy's bytes per second: target 85%).
+   the static one on 16384x4096, for each (tile elements, warps, division), beside a device
+   copy of the input (share of the copy's bytes per second: target 85%).
 Prints one table; raw results to the JSON path.
 """
 
@@ -32,8 +32,10 @@ from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic, plan
 from libreyolo.quant import fp8_execute as ref
 from libreyolo.quant import quantizers
 
-#: (tile elements, warps): the shipped default first
-CONFIGS = ((4096, 8), (2048, 4), (4096, 4), (8192, 8), (8192, 16), (16384, 16))
+#: (tile elements, warps, FMA division): the shipped default first, then its division by
+#: ``tl.div_rn`` (the interpreter's, and v2's first design), then other tiles
+CONFIGS = ((4096, 8, True), (4096, 8, False), (2048, 4, True), (4096, 4, True), (8192, 8, True),
+           (8192, 16, True))
 SHAPES = (("dynamic bf16 16384x4096", (16384, 4096), False, False),
           ("dynamic bf16 16384x1024", (16384, 1024), False, False),
           ("dynamic+GELU bf16 16384x4096", (16384, 4096), False, True),
@@ -97,24 +99,26 @@ def verify(gen, device="cuda", step=1, float32_scales=1024) -> dict:
 
 def timings(repeats, flush, gen) -> list[dict]:
     rows = []
-    default = (fp8_launch.GPU_TILE, fp8_launch._warps)
+    default = (fp8_launch.GPU_TILE, fp8_launch._warps, fp8_launch.FMA_DIVISION)
     for label, shape, static, gelu in SHAPES:
         x = torch.randn(shape, generator=gen).to(torch.bfloat16).cuda()
         plan = plan_fp8_cast_static(x, torch.tensor(0.01, device="cuda")) if static else \
             plan_fp8_cast_dynamic(x)
         copy_out = torch.empty_like(x)
-        copy_ms = statistics.median(times_ms(lambda: copy_out.copy_(x), repeats, flush))
+        copy_ms = statistics.median(times_ms(lambda o=copy_out, i=x: o.copy_(i), repeats, flush))
         moved = x.numel() * 3 + (0 if static else 4 * shape[0])
-        for tile, warps in CONFIGS:
+        for tile, warps, fma in CONFIGS:
             fp8_launch.GPU_TILE, fp8_launch._warps = tile, lambda _, w=warps: w
+            fp8_launch.FMA_DIVISION = fma
+            run = lambda p=plan, g=gelu: fp8_launch.cast(p, pad_to=16, gelu=g)  # noqa: E731
             try:
-                fp8_launch.cast(plan, pad_to=16, gelu=gelu)
-                ms = statistics.median(times_ms(lambda: fp8_launch.cast(plan, pad_to=16, gelu=gelu),
-                                                repeats, flush))
+                run()
+                ms = statistics.median(times_ms(run, repeats, flush))
             finally:
-                fp8_launch.GPU_TILE, fp8_launch._warps = default
+                fp8_launch.GPU_TILE, fp8_launch._warps, fp8_launch.FMA_DIVISION = default
             share = (moved / ms) / (2 * x.numel() * x.element_size() / copy_ms)
-            rows.append({"kernel": label, "tile": tile, "warps": warps, "ms": ms,
+            rows.append({"kernel": label, "tile": tile, "warps": warps, "fma_division": fma,
+                         "ms": ms,
                          "copy_ms": copy_ms, "bytes": moved, "tb_s": moved / ms / 1e9,
                          "fraction_of_copy": share})
     return rows
@@ -133,16 +137,18 @@ def main() -> None:
         return
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "default": [fp8_launch.GPU_TILE, fp8_launch._warps(fp8_launch.GPU_TILE)]}
+              "default": [fp8_launch.GPU_TILE, fp8_launch._warps(fp8_launch.GPU_TILE),
+                          fp8_launch.FMA_DIVISION]}
     result["verify"] = verify(gen)
     print(json.dumps(result["verify"], indent=1))
     result["timings"] = timings(args.repeats, flush, gen)
     with open(args.results, "w") as f:
         json.dump(result, f, indent=1)
-    print("\n| prologue | tile | warps | ms | copy ms | TB/s | share of copy |\n"
-          "|---|---|---|---|---|---|---|")
+    print("\n| prologue | tile | warps | division | ms | copy ms | TB/s | share of copy |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in result["timings"]:
-        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {r['ms']:.4f} | "
+        division = "fma" if r["fma_division"] else "div_rn"
+        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {division} | {r['ms']:.4f} | "
               f"{r['copy_ms']:.4f} | {r['tb_s']:.2f} | {r['fraction_of_copy']:.0%} |")
 
 

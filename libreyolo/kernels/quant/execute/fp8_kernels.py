@@ -35,6 +35,9 @@ FLOAT32_INF_BITS = tl.constexpr(0x7F800000)
 E4M3_MIN_NORMAL = tl.constexpr(2.0 ** -6)
 GRID_MAGIC = tl.constexpr(2.0 ** 20)
 E4M3_REBIAS = tl.constexpr(2.0 ** -120)
+# divisors whose FMA division needs no underflow argument (``_quotient``)
+DIVISOR_LOW = tl.constexpr(2.0 ** -64)
+DIVISOR_HIGH = tl.constexpr(2.0 ** 64)
 
 
 @triton.jit
@@ -57,11 +60,45 @@ def _e4m3_code(q):
 
 
 @triton.jit
+def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
+    """``magnitude / divisor`` rounded once (IEEE, as the reference's division by a tensor), for
+    ``magnitude >= 0`` (inf and NaN included) and a positive per-row ``divisor`` (BLOCK_R, 1).
+
+    ``tl.div_rn`` costs ten instructions an element on the H200 (a reciprocal, five FMAs, a
+    range check and a branch around its slow path, per element: ptxas keeps none of it per
+    row). ``FMA_DIVISION`` takes the reciprocal once per row, y = 1/divisor correctly rounded,
+    and corrects the product twice, five instructions an element: Markstein's theorem (IBM J.
+    Res. Dev. 34(1), 1990; J.-M. Muller et al., Handbook of Floating-Point Arithmetic, "Newton-
+    Raphson-based division with an FMA"): if y is within half an ulp of 1/b and q within one ulp
+    of a/b, the residual r = a - bq is exact in an FMA and RN(q + ry) = RN(a/b). q0 = RN(ay) can
+    be 1.5 ulps off, so a first correction makes it faithful (its error is then half an ulp plus
+    ~2^-46 of one) and the second rounds correctly. The theorem excludes underflow: a tile takes
+    the FMA path only when every divisor is in [2^-64, 2^64], where any quotient at or above
+    E4M3's rounding threshold (2^-10) has normal residuals; smaller quotients round to zero
+    codes either way (their sign is x's). inf or a quotient that overflows becomes NaN in the
+    residual, which the caller's ``min`` with the 448 limit turns into 448 (PTX ``min`` returns
+    the operand that is not NaN; NaN inputs are replaced after). The interpreter's ``tl.fma``
+    rounds twice (numpy), so interpreted launches pass ``FMA_DIVISION=False``."""
+    if FMA_DIVISION:
+        in_range = (divisor >= DIVISOR_LOW) & (divisor <= DIVISOR_HIGH)
+        if tl.min(in_range.to(tl.int32)) != 0:
+            y = tl.div_rn(tl.full(divisor.shape, 1.0, tl.float32), divisor)
+            q = magnitude * y
+            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+        else:
+            q = tl.div_rn(magnitude, divisor)
+    else:
+        q = tl.div_rn(magnitude, divisor)
+    return q
+
+
+@triton.jit
 def fp8_cast_kernel(
     x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
     rows, cols, padded_cols, x_row_stride, x_col_stride,
     IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-    GELU: tl.constexpr = False,
+    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False,
 ):
     """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
     ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
@@ -72,7 +109,7 @@ def fp8_cast_kernel(
     ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
 
     Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
-    arithmetic"): the magnitude is divided (``tl.div_rn``, IEEE, as the reference's division by a
+    arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a
     tensor) and clamped to 448 before rounding (a quotient at or above 448 rounds to at least
     448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes,
     and the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
@@ -109,7 +146,8 @@ def fp8_cast_kernel(
     limit = tl.where(nonzero, E4M3_MAX, 0.0)
     sign_bit = tl.where(nonzero, 0x80, 0).to(tl.uint32)
     nan_byte = tl.where(nonzero, 0x7F, 0).to(tl.uint32)
-    quotient = tl.minimum(tl.div_rn(magnitude, tl.where(nonzero, scale, 1.0)), limit)
+    quotient = tl.minimum(_quotient(magnitude, tl.where(nonzero, scale, 1.0), FMA_DIVISION),
+                          limit)
     sign = (x.to(tl.uint32, bitcast=True) >> 24) & sign_bit
     byte = tl.where(x != x, nan_byte, _e4m3_code(quotient) | sign)
     written = in_rows[:, None] & (c < padded_cols)[None, :]

@@ -18,6 +18,9 @@ from .fp8_plan import CastPlan, EpiloguePlan
 #: costs ~0.7 ms per program, so CPU runs take bigger tiles.
 GPU_TILE, INTERPRETER_TILE = 4096, 16384
 MAX_BLOCK_C = 1024
+#: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);
+#: the interpreter, whose ``tl.fma`` rounds twice, divides with ``tl.div_rn``.
+FMA_DIVISION = True
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 
@@ -61,6 +64,7 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
             row_scale if dynamic else codes, rows, cols, padded,
             x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
             BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
+            FMA_DIVISION=FMA_DIVISION and not interpreting(),
             num_warps=_warps(block_r * block_c), enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
