@@ -21,16 +21,16 @@ MAX_BLOCK_C = 1024
 #: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);
 #: the interpreter, whose ``tl.fma`` rounds twice, divides with ``tl.div_rn``.
 FMA_DIVISION = True
+#: Elements a prologue thread holds: 32 (four warps on a 4096 tile) took 0.077 ms on bf16
+#: 16384x4096 where 16 (eight warps) took 0.084 (H200,
+#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); rows longer than the tile
+#: take more warps (at most 16) rather than more registers.
+CAST_ELEMENTS_PER_THREAD = 32
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 
 def _tile() -> int:
     return INTERPRETER_TILE if interpreting() else GPU_TILE
-
-
-def _warps(elements: int) -> int:
-    """Eight warps for a full tile (16 elements a thread at 4096), four for smaller ones."""
-    return 8 if elements >= 4096 else 4
 
 
 def _loaded(t: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,8 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
             x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
             BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
             FMA_DIVISION=FMA_DIVISION and not interpreting(),
-            num_warps=_warps(block_r * block_c), enable_fp_fusion=False,
+            num_warps=min(16, max(4, block_r * block_c // (32 * CAST_ELEMENTS_PER_THREAD))),
+            enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
 
@@ -88,7 +89,7 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
         plan.row_scale.stride(0), plan.col_scale.stride(0),
         bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(InputKind.of(plan.out_dtype)),
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=_warps(block_r * block_c),
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
         enable_fp_fusion=False,
     )
     return out
