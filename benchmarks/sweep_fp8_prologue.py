@@ -12,8 +12,9 @@ time against a same-size device copy for each tile shape (issue #17, "bench_fp8.
    depend on the scale and x alone, so the half-precision spaces are complete;
 2. time (CUDA-event medians, L2 flushed before each run): the dynamic prologue on bf16
    16384x4096 (ViT-L fc2's input) and 16384x1024 (fc1's), with the GELU fold on 16384x4096, and
-   the static one on 16384x4096, for each (tile elements, warps, division), beside a device
-   copy of the input (share of the copy's bytes per second: target 85%).
+   the static one on 16384x4096, for each (tile elements, elements a thread, division, programs
+   a multiprocessor), beside a device copy of the input (share of the copy's bytes per second:
+   target 85%).
 Prints one table; raw results to the JSON path.
 """
 
@@ -32,10 +33,12 @@ from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic, plan
 from libreyolo.quant import fp8_execute as ref
 from libreyolo.quant import quantizers
 
-#: (tile elements, elements a thread, FMA division). v2's run (2026-12-01) had 16 elements a
-#: thread (eight warps on 4096) as its default and measured this list; 32 won, the default since.
-CONFIGS = ((4096, 16, True), (4096, 16, False), (2048, 16, True), (4096, 32, True),
-           (8192, 32, True), (8192, 16, True))
+#: (tile elements, elements a thread, FMA division, programs a multiprocessor or None for one
+#: tile a program). v2's run (2026-12-01) measured (4096|2048|8192, 16|32, ...) with one tile a
+#: program: 32 elements a thread won and is the default; the persistent programs (each loading
+#: its next tile while it computes this one) came after that run.
+CONFIGS = ((4096, 32, True, None), (4096, 32, False, None), (4096, 16, True, None),
+           (4096, 32, True, 2), (4096, 32, True, 4), (4096, 32, True, 8), (2048, 16, True, 8))
 SHAPES = (("dynamic bf16 16384x4096", (16384, 4096), False, False),
           ("dynamic bf16 16384x1024", (16384, 1024), False, False),
           ("dynamic+GELU bf16 16384x4096", (16384, 4096), False, True),
@@ -99,7 +102,8 @@ def verify(gen, device="cuda", step=1, float32_scales=1024) -> dict:
 
 def timings(repeats, flush, gen) -> list[dict]:
     rows = []
-    default = (fp8_launch.GPU_TILE, fp8_launch.CAST_ELEMENTS_PER_THREAD, fp8_launch.FMA_DIVISION)
+    knobs = ("GPU_TILE", "CAST_ELEMENTS_PER_THREAD", "FMA_DIVISION", "CAST_PROGRAMS_PER_SM")
+    default = tuple(getattr(fp8_launch, knob) for knob in knobs)
     for label, shape, static, gelu in SHAPES:
         x = torch.randn(shape, generator=gen).to(torch.bfloat16).cuda()
         plan = plan_fp8_cast_static(x, torch.tensor(0.01, device="cuda")) if static else \
@@ -107,20 +111,21 @@ def timings(repeats, flush, gen) -> list[dict]:
         copy_out = torch.empty_like(x)
         copy_ms = statistics.median(times_ms(lambda o=copy_out, i=x: o.copy_(i), repeats, flush))
         moved = x.numel() * 3 + (0 if static else 4 * shape[0])
-        for tile, per_thread, fma in CONFIGS:
-            fp8_launch.GPU_TILE, fp8_launch.CAST_ELEMENTS_PER_THREAD = tile, per_thread
-            fp8_launch.FMA_DIVISION = fma
-            warps = tile // (32 * per_thread)
+        for config in CONFIGS:
+            for knob, value in zip(knobs, config, strict=True):
+                setattr(fp8_launch, knob, value)
+            tile, per_thread, fma, per_sm = config
+            warps = max(4, tile // (32 * per_thread))
             run = lambda p=plan, g=gelu: fp8_launch.cast(p, pad_to=16, gelu=g)  # noqa: E731
             try:
                 run()
                 ms = statistics.median(times_ms(run, repeats, flush))
             finally:
-                (fp8_launch.GPU_TILE, fp8_launch.CAST_ELEMENTS_PER_THREAD,
-                 fp8_launch.FMA_DIVISION) = default
+                for knob, value in zip(knobs, default, strict=True):
+                    setattr(fp8_launch, knob, value)
             share = (moved / ms) / (2 * x.numel() * x.element_size() / copy_ms)
             rows.append({"kernel": label, "tile": tile, "warps": warps, "fma_division": fma,
-                         "ms": ms,
+                         "programs_per_sm": per_sm, "ms": ms,
                          "copy_ms": copy_ms, "bytes": moved, "tb_s": moved / ms / 1e9,
                          "fraction_of_copy": share})
     return rows
@@ -140,17 +145,19 @@ def main() -> None:
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "default": [fp8_launch.GPU_TILE, fp8_launch.CAST_ELEMENTS_PER_THREAD,
-                          fp8_launch.FMA_DIVISION]}
+                          fp8_launch.FMA_DIVISION, fp8_launch.CAST_PROGRAMS_PER_SM]}
     result["verify"] = verify(gen)
     print(json.dumps(result["verify"], indent=1))
     result["timings"] = timings(args.repeats, flush, gen)
     with open(args.results, "w") as f:
         json.dump(result, f, indent=1)
-    print("\n| prologue | tile | warps | division | ms | copy ms | TB/s | share of copy |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("\n| prologue | tile | warps | division | programs/SM | ms | copy ms | TB/s | share of "
+          "copy |\n|---|---|---|---|---|---|---|---|---|")
     for r in result["timings"]:
         division = "fma" if r["fma_division"] else "div_rn"
-        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {division} | {r['ms']:.4f} | "
+        per_sm = r["programs_per_sm"] or "one tile each"
+        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {division} | {per_sm} | "
+              f"{r['ms']:.4f} | "
               f"{r['copy_ms']:.4f} | {r['tb_s']:.2f} | {r['fraction_of_copy']:.0%} |")
 
 

@@ -134,6 +134,25 @@ def test_the_prologue_is_exact_on_every_bfloat16_pattern_under_dynamic_scales(fm
         assert torch.equal(got.cpu().view(torch.uint8), want), f"scale {scale.item()!r}"
 
 
+@pytest.mark.skipif(INTERPRETING, reason="interpreted launches always take two rounds")
+@pytest.mark.parametrize("programs_per_sm", [None, 1, 3])
+def test_persistent_prologue_programs_write_every_tile(programs_per_sm, monkeypatch):
+    """One tile a program, or a few programs each looping over many tiles (the last round
+    ragged): the same bytes and scales as the reference, NaN, inf and zero rows included."""
+    monkeypatch.setattr(fp8_launch, "CAST_PROGRAMS_PER_SM", programs_per_sm)
+    gen = torch.Generator().manual_seed(9)
+    x = (torch.randn((4099, 1000), generator=gen) * 3).to(torch.bfloat16)
+    x[7, :3] = torch.tensor([float("nan"), float("inf"), -0.0])
+    x[4098] = 0
+    codes, scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)), pad_to=16)
+    want_codes, want_scale = ref.fp8_cast_dynamic(x)
+    assert torch.equal(codes.cpu().view(torch.uint8)[:, :1000], want_codes.view(torch.uint8))
+    assert torch.equal(scale.cpu(), want_scale)
+    static, _ = fp8_launch.cast(plan_fp8_cast_static(x.to(DEVICE), torch.tensor(0.01).to(DEVICE)))
+    want = ref.fp8_cast_static(x, torch.tensor(0.01))
+    assert torch.equal(static.cpu().view(torch.uint8), want.view(torch.uint8))
+
+
 def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():
     gen = torch.Generator().manual_seed(3)
     x = (torch.randn((5, 37), generator=gen) * 5).to(torch.bfloat16)

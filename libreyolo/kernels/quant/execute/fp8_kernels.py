@@ -94,38 +94,19 @@ def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
 
 
 @triton.jit
-def fp8_cast_kernel(
-    x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
-    rows, cols, padded_cols, x_row_stride, x_col_stride,
-    IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False,
-):
-    """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
-    ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
+def _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND: tl.constexpr):
+    """x[r, c] as float32, 0 outside the tensor (rows past ``rows`` included)."""
+    valid = (r < rows)[:, None] & (c < cols)[None, :]
+    offsets = r.to(tl.int64)[:, None] * x_row_stride + c.to(tl.int64)[None, :] * x_col_stride
+    return _load_float32(x_ptr, offsets, valid, IN_KIND)
 
-    ``DYNAMIC``: scale = finite amax of row r / 448 (1 when 0), stored to ``row_scale[r]``; the
-    tile holds whole rows (``BLOCK_C >= cols``, one program column). Else ``scale_ptr`` is the
-    0-dim scale and ``row_scale_ptr`` is not touched. ``x`` is read through its strides;
-    ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
 
-    Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
-    arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a
-    tensor) and clamped to 448 before rounding (a quotient at or above 448 rounds to at least
-    448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes,
-    and the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
-    -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
-
-    ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
-    ``gelu(x) = x / 2 * (1 + erf(x / sqrt 2))`` instead of ``x``; ``erf`` is the device's, so those
-    codes are not bit-exact against a reference.
-    """
-    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+@triton.jit
+def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
+                   DYNAMIC: tl.constexpr, GELU: tl.constexpr, FMA_DIVISION: tl.constexpr):
+    """Codes (and, ``DYNAMIC``, row scales) of the loaded rows ``x`` = x[r, c]: see
+    ``fp8_cast_kernel``."""
     in_rows = r < rows
-    valid = in_rows[:, None] & (c < cols)[None, :]
-    r64 = r.to(tl.int64)[:, None]
-    x = _load_float32(x_ptr, r64 * x_row_stride + c.to(tl.int64)[None, :] * x_col_stride, valid,
-                      IN_KIND)
     if GELU:
         x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
     magnitude = tl.abs(x)
@@ -141,7 +122,7 @@ def fp8_cast_kernel(
         tl.store(row_scale_ptr + r, row_scale, mask=in_rows)
         scale = row_scale[:, None]
     else:
-        scale = tl.load(scale_ptr + tl.zeros([BLOCK_R, 1], dtype=tl.int32))
+        scale = tl.load(scale_ptr + tl.zeros([r.shape[0], 1], dtype=tl.int32))
     nonzero = scale != 0.0
     limit = tl.where(nonzero, E4M3_MAX, 0.0)
     sign_bit = tl.where(nonzero, 0x80, 0).to(tl.uint32)
@@ -151,7 +132,52 @@ def fp8_cast_kernel(
     sign = (x.to(tl.uint32, bitcast=True) >> 24) & sign_bit
     byte = tl.where(x != x, nan_byte, _e4m3_code(quotient) | sign)
     written = in_rows[:, None] & (c < padded_cols)[None, :]
-    tl.store(codes_ptr + r64 * padded_cols + c[None, :], byte.to(tl.uint8), mask=written)
+    tl.store(codes_ptr + r.to(tl.int64)[:, None] * padded_cols + c[None, :], byte.to(tl.uint8),
+             mask=written)
+
+
+@triton.jit
+def fp8_cast_kernel(
+    x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
+    rows, cols, padded_cols, x_row_stride, x_col_stride,
+    IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False, ROUNDS: tl.constexpr = 1,
+):
+    """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
+    ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
+
+    ``DYNAMIC``: scale = finite amax of row r / 448 (1 when 0), stored to ``row_scale[r]``; the
+    tile holds whole rows (``BLOCK_C >= cols``, one program column). Else ``scale_ptr`` is the
+    0-dim scale and ``row_scale_ptr`` is not touched. ``x`` is read through its strides;
+    ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
+
+    Program p of the first grid axis takes the row tiles p, p + P, ..., p + (ROUNDS - 1) P (P
+    programs; tiles past the last row are masked off) and loads each tile's successor before it
+    quantizes the tile, so the successor's loads are in flight while it computes. With one round
+    (one tile a program) the unused successor load is compiled away.
+
+    Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
+    arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a
+    tensor) and clamped to 448 before rounding (a quotient at or above 448 rounds to at least
+    448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes,
+    and the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
+    -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
+
+    ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
+    ``gelu(x) = x / 2 * (1 + erf(x / sqrt 2))`` instead of ``x``; ``erf`` is the device's, so those
+    codes are not bit-exact against a reference.
+    """
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    stride = tl.num_programs(0) * BLOCK_R
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    x = _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND)
+    for _ in range(ROUNDS):
+        following = _load_rows(x_ptr, r + stride, c, rows, cols, x_row_stride, x_col_stride,
+                               IN_KIND)
+        _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
+                       DYNAMIC, GELU, FMA_DIVISION)
+        x = following
+        r += stride
 
 
 @triton.jit
