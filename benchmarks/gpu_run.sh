@@ -22,7 +22,8 @@
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json).
 #     Carry .whl and .peers/kernels-community with the checkout.
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale, and its time
-#     against a device copy per tile shape and division (benchmarks/sweep_fp8_prologue.py).
+#     against a device copy per tile shape, division and program layout (one tile a program, or
+#     persistent programs; benchmarks/sweep_fp8_prologue.py).
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
