@@ -6,7 +6,7 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
-#     (default: all but hub and the sweeps, in that order)
+#     sweep-fp8 (default: all but hub and the sweeps, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -22,6 +22,9 @@
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json). HUB_STEPS (default
 #     "tests matrix bench") picks which of the last three run after the install and build.
 #     Carry .whl and .peers/kernels-community with the checkout.
+#   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale, and its time
+#     against a device copy per tile shape, division and program layout (one tile a program, or
+#     persistent programs; benchmarks/sweep_fp8_prologue.py).
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
@@ -156,6 +159,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # the policy table it measured beside its results (libreyolo/kernels/quant/execute/)
         run bench-fp8 240 python3 benchmarks/bench_fp8.py "$OUT/bench_fp8.json" \
             --policy "$OUT/fp8_policy.toml" ;;
+    sweep-fp8)
+        run sweep-fp8 150 python3 benchmarks/sweep_fp8_prologue.py "$OUT/sweep_fp8_prologue.json" ;;
     bench-finalized)
         run bench-finalized 240 python3 benchmarks/bench_finalized.py "$OUT/bench_finalized.json" ;;
     finalized)

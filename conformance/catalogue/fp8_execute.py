@@ -45,7 +45,10 @@ def _shape(case: Case) -> tuple[int, ...]:
 
 
 def _cast_static(case, dtype, layout, gen):
-    scale = gen_.powers_of_two((), gen)
+    """A power-of-two scale, or the case's own ``scale`` (0: every code +0, signs and NaN
+    included: the quantizer's documented edge)."""
+    scale = gen_.powers_of_two((), gen) if "scale" not in case.params else \
+        torch.tensor(float(case.params["scale"]))
     x = gen_.grid_values(_shape(case), E4M3, gen, over_max=True) * scale
     return Inputs((gen_.finish(x, dtype, layout), scale), grad_args=())
 

@@ -30,7 +30,10 @@ from conformance.bounds import bounded_limit  # noqa: E402
 from conformance.catalogue.fp8_execute import GEMM_CONTRACT  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import fused_fp8_linear  # noqa: E402
-from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_plan import (  # noqa: E402
+    plan_fp8_cast_dynamic,
+    plan_fp8_cast_static,
+)
 from libreyolo.quant import fp8_execute as ref  # noqa: E402
 from libreyolo.quant.packing import pack_fp8  # noqa: E402
 
@@ -107,6 +110,47 @@ def test_no_rows_give_an_empty_output_and_no_columns_the_callers_path():
     no_k = torch.zeros((16, 0), dtype=torch.float8_e4m3fn, device=DEVICE)
     assert fused_fp8_linear(torch.zeros((3, 0), dtype=torch.bfloat16, device=DEVICE), no_k,
                             *args[1:]) is None
+
+
+@pytest.mark.parametrize("fma_division", [True, False], ids=["fma-division", "div-rn"])
+def test_the_prologue_is_exact_on_every_bfloat16_pattern_under_dynamic_scales(fma_division,
+                                                                               monkeypatch):
+    """Every bfloat16 bit pattern (NaN, inf, subnormals, signed zeros) under scales the dynamic
+    mode gives bfloat16 rows (``amax / 448``, amax drawn over every binade, so divisors inside
+    and outside the FMA division's [2^-64, 2^64]), with either division; the interpreter
+    always divides with ``tl.div_rn`` (its ``tl.fma`` rounds twice). The H200's run of the full
+    space (every amax, bf16 and fp16): ``benchmarks/sweep_fp8_prologue.py``."""
+    if INTERPRETING and fma_division:
+        pytest.skip("the interpreter has no exact fma: its launches divide with tl.div_rn")
+    monkeypatch.setattr(fp8_launch, "FMA_DIVISION", fma_division)
+    gen = torch.Generator().manual_seed(8)
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    x = x.reshape(1, -1)
+    amax = torch.randint(1, 0x7F80, (8 if INTERPRETING else 512,), generator=gen)
+    scales = amax.to(torch.int16).view(torch.bfloat16).float() / torch.tensor(448.0)
+    for scale in scales:
+        want = ref.fp8_cast_static(x, scale).view(torch.uint8)
+        got, _ = fp8_launch.cast(plan_fp8_cast_static(x.to(DEVICE), scale.to(DEVICE)))
+        assert torch.equal(got.cpu().view(torch.uint8), want), f"scale {scale.item()!r}"
+
+
+@pytest.mark.skipif(INTERPRETING, reason="interpreted launches always take two rounds")
+@pytest.mark.parametrize("programs_per_sm", [None, 1, 3])
+def test_persistent_prologue_programs_write_every_tile(programs_per_sm, monkeypatch):
+    """One tile a program, or a few programs each looping over many tiles (the last round
+    ragged): the same bytes and scales as the reference, NaN, inf and zero rows included."""
+    monkeypatch.setattr(fp8_launch, "CAST_PROGRAMS_PER_SM", programs_per_sm)
+    gen = torch.Generator().manual_seed(9)
+    x = (torch.randn((4099, 1000), generator=gen) * 3).to(torch.bfloat16)
+    x[7, :3] = torch.tensor([float("nan"), float("inf"), -0.0])
+    x[4098] = 0
+    codes, scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)), pad_to=16)
+    want_codes, want_scale = ref.fp8_cast_dynamic(x)
+    assert torch.equal(codes.cpu().view(torch.uint8)[:, :1000], want_codes.view(torch.uint8))
+    assert torch.equal(scale.cpu(), want_scale)
+    static, _ = fp8_launch.cast(plan_fp8_cast_static(x.to(DEVICE), torch.tensor(0.01).to(DEVICE)))
+    want = ref.fp8_cast_static(x, torch.tensor(0.01))
+    assert torch.equal(static.cpu().view(torch.uint8), want.view(torch.uint8))
 
 
 def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():

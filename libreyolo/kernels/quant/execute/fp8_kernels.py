@@ -7,11 +7,14 @@ is how ``torch._scaled_mm`` gets its K multiple of 16 without another copy.
 ``fp8_epilogue_kernel`` applies per-row and per-column scales, a bias and ReLU to a float32
 accumulator and writes the output dtype.
 
-Exactness rules (docs/fp8_execute.md; DESIGN.md, "Facts for kernel authors"): the arithmetic is
-the fake-quant kernels' own float32 helpers (``tl.div_rn``, rounding by exact powers of two and
-the 2^23 trick, integer round-to-nearest-even for bfloat16), the E4M3 byte is assembled from the
-code's float32 bits in integer arithmetic (no fp8 cast: the interpreter's is wrong), launches
-pass ``enable_fp_fusion=False`` so no multiply is contracted into the following add.
+Exactness rules (docs/fp8_execute.md; DESIGN.md, "Facts for kernel authors"): float32
+arithmetic the interpreter reproduces (``tl.div_rn`` for the reference's IEEE division, rounding
+onto the grid by adding and subtracting a power of two, exact power-of-two scaling, integer
+round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits (no fp8 cast:
+the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
+contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes (v1:
+~55 instructions an element, 32% of a device copy on the H200), so its per-element work is kept
+to the few operations counted in ``fp8_cast_kernel``'s docstring.
 """
 
 from __future__ import annotations
@@ -21,28 +24,116 @@ import triton.language as tl
 
 from ..simulate.kernels import (
     _amax_to_scale,
-    _finite_abs,
     _load_float32,
     _output_bits,
-    _round_to_float_grid,
 )
 
 E4M3_MAX = tl.constexpr(448.0)
+FLOAT32_INF_BITS = tl.constexpr(0x7F800000)
+# E4M3's smallest normal (2^-6), the magic's scale over a binade (2^20 = 2^(23 - 3 mantissa
+# bits)) and the rebias that lays float32 bits out as E4M3's (2^-120 = 2^(7 - 127)).
+E4M3_MIN_NORMAL = tl.constexpr(2.0 ** -6)
+GRID_MAGIC = tl.constexpr(2.0 ** 20)
+E4M3_REBIAS = tl.constexpr(2.0 ** -120)
+# divisors whose FMA division needs no underflow argument (``_quotient``)
+DIVISOR_LOW = tl.constexpr(2.0 ** -64)
+DIVISOR_HIGH = tl.constexpr(2.0 ** 64)
 
 
 @triton.jit
-def _e4m3_byte(level):
-    """The E4M3 (e4m3fn) byte of a float32 ``level`` already on the E4M3 grid, |level| <= 448.
+def _e4m3_code(q):
+    """The E4M3 (e4m3fn) code, 0..0x7E, of ``q`` in [0, 448] (not NaN), rounded to nearest-even
+    on the E4M3 grid: the reference's ``round_to_float_grid`` then the byte, in six operations.
 
-    Normal codes (|level| >= 2^-6, float32 biased exponent >= 121) take the rebiased exponent and
-    the top three mantissa bits; subnormals are ``|level| * 2^9`` (an exact integer 0..7). The
-    sign bit is kept, so -0.0 is 0x80 (OCP OFP8 rev 1.0, table 1)."""
-    bits = level.to(tl.uint32, bitcast=True)
-    biased = ((bits >> 23) & 0xFF).to(tl.int32)
-    normal = ((biased - 120) << 3) | ((bits >> 20) & 7).to(tl.int32)
-    subnormal = (tl.abs(level) * 512.0).to(tl.int32)
-    magnitude = tl.where(biased >= 121, normal, subnormal)
-    return magnitude | ((bits >> 24) & 0x80).to(tl.int32)
+    Rounding: ``q + magic`` with ``magic = 2^20`` times q's binade (at least 2^-6, E4M3's smallest
+    normal exponent) has a float32 ulp equal to the grid's spacing there (3 mantissa bits; 2^-9
+    below 2^-6), so the addition rounds q onto the grid, ties to even (magic's own ulp count,
+    2^23, is even); subtracting magic again is exact (Sterbenz). Byte: ``level * 2^-120`` is
+    exact and lays float32's bits out as E4M3's (biased exponent e + 7 = float32's e + 127 - 120;
+    E4M3 subnormals k * 2^-9 become float32 subnormals k * 2^-129), so the code is those bits
+    >> 20 (OCP OFP8 rev 1.0, table 1). No float-to-integer conversion, no comparison."""
+    binade = (tl.maximum(q, E4M3_MIN_NORMAL).to(tl.uint32, bitcast=True) & 0x7F800000).to(
+        tl.float32, bitcast=True)
+    magic = binade * GRID_MAGIC
+    level = (q + magic) - magic
+    return (level * E4M3_REBIAS).to(tl.uint32, bitcast=True) >> 20
+
+
+@triton.jit
+def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
+    """``magnitude / divisor`` rounded once (IEEE, as the reference's division by a tensor), for
+    ``magnitude >= 0`` (inf and NaN included) and a positive per-row ``divisor`` (BLOCK_R, 1).
+
+    ``tl.div_rn`` costs ten instructions an element on the H200 (a reciprocal, five FMAs, a
+    range check and a branch around its slow path, per element: ptxas keeps none of it per
+    row). ``FMA_DIVISION`` takes the reciprocal once per row, y = 1/divisor correctly rounded,
+    and corrects the product twice, five instructions an element: Markstein's theorem (IBM J.
+    Res. Dev. 34(1), 1990; J.-M. Muller et al., Handbook of Floating-Point Arithmetic, "Newton-
+    Raphson-based division with an FMA"): if y is within half an ulp of 1/b and q within one ulp
+    of a/b, the residual r = a - bq is exact in an FMA and RN(q + ry) = RN(a/b). q0 = RN(ay) can
+    be 1.5 ulps off, so a first correction makes it faithful (its error is then half an ulp plus
+    ~2^-46 of one) and the second rounds correctly. The theorem excludes underflow: a tile takes
+    the FMA path only when every divisor is in [2^-64, 2^64], where any quotient at or above
+    E4M3's rounding threshold (2^-10) has normal residuals; smaller quotients round to zero
+    codes either way (their sign is x's). inf or a quotient that overflows becomes NaN in the
+    residual, which the caller's ``min`` with the 448 limit turns into 448 (PTX ``min`` returns
+    the operand that is not NaN; NaN inputs are replaced after). The interpreter's ``tl.fma``
+    rounds twice (numpy), so interpreted launches pass ``FMA_DIVISION=False``."""
+    if FMA_DIVISION:
+        in_range = (divisor >= DIVISOR_LOW) & (divisor <= DIVISOR_HIGH)
+        if tl.min(in_range.to(tl.int32)) != 0:
+            y = tl.div_rn(tl.full(divisor.shape, 1.0, tl.float32), divisor)
+            q = magnitude * y
+            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+        else:
+            q = tl.div_rn(magnitude, divisor)
+    else:
+        q = tl.div_rn(magnitude, divisor)
+    return q
+
+
+@triton.jit
+def _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND: tl.constexpr):
+    """x[r, c] as float32, 0 outside the tensor (rows past ``rows`` included)."""
+    valid = (r < rows)[:, None] & (c < cols)[None, :]
+    offsets = r.to(tl.int64)[:, None] * x_row_stride + c.to(tl.int64)[None, :] * x_col_stride
+    return _load_float32(x_ptr, offsets, valid, IN_KIND)
+
+
+@triton.jit
+def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
+                   DYNAMIC: tl.constexpr, GELU: tl.constexpr, FMA_DIVISION: tl.constexpr):
+    """Codes (and, ``DYNAMIC``, row scales) of the loaded rows ``x`` = x[r, c]: see
+    ``fp8_cast_kernel``."""
+    in_rows = r < rows
+    if GELU:
+        x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    magnitude = tl.abs(x)
+    if DYNAMIC:
+        # The amax on the magnitudes' bits (non-negative floats order as integers): one max an
+        # element, and no NaN semantics to trust (numpy's max, the interpreter's, mishandles
+        # signalling NaNs). Only a tile holding inf or NaN takes the second, exact pass.
+        bits = magnitude.to(tl.int32, bitcast=True)
+        amax_bits = tl.max(bits, axis=1)
+        if tl.max(amax_bits, axis=0) >= FLOAT32_INF_BITS:
+            amax_bits = tl.max(tl.where(bits < FLOAT32_INF_BITS, bits, 0), axis=1)
+        row_scale = _amax_to_scale(amax_bits.to(tl.float32, bitcast=True), E4M3_MAX)
+        tl.store(row_scale_ptr + r, row_scale, mask=in_rows)
+        scale = row_scale[:, None]
+    else:
+        scale = tl.load(scale_ptr + tl.zeros([r.shape[0], 1], dtype=tl.int32))
+    nonzero = scale != 0.0
+    limit = tl.where(nonzero, E4M3_MAX, 0.0)
+    sign_bit = tl.where(nonzero, 0x80, 0).to(tl.uint32)
+    nan_byte = tl.where(nonzero, 0x7F, 0).to(tl.uint32)
+    quotient = tl.minimum(_quotient(magnitude, tl.where(nonzero, scale, 1.0), FMA_DIVISION),
+                          limit)
+    sign = (x.to(tl.uint32, bitcast=True) >> 24) & sign_bit
+    byte = tl.where(x != x, nan_byte, _e4m3_code(quotient) | sign)
+    written = in_rows[:, None] & (c < padded_cols)[None, :]
+    tl.store(codes_ptr + r.to(tl.int64)[:, None] * padded_cols + c[None, :], byte.to(tl.uint8),
+             mask=written)
 
 
 @triton.jit
@@ -50,44 +141,43 @@ def fp8_cast_kernel(
     x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
     rows, cols, padded_cols, x_row_stride, x_col_stride,
     IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-    GELU: tl.constexpr = False,
+    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False, ROUNDS: tl.constexpr = 1,
 ):
     """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
     ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
 
     ``DYNAMIC``: scale = finite amax of row r / 448 (1 when 0), stored to ``row_scale[r]``; the
-    tile holds the whole row (``BLOCK_C >= cols``, one program column). Else ``scale_ptr`` is the
+    tile holds whole rows (``BLOCK_C >= cols``, one program column). Else ``scale_ptr`` is the
     0-dim scale and ``row_scale_ptr`` is not touched. ``x`` is read through its strides;
     ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
+
+    Program p of the first grid axis takes the row tiles p, p + P, ..., p + (ROUNDS - 1) P (P
+    programs; tiles past the last row are masked off) and loads each tile's successor before it
+    quantizes the tile, so the successor's loads are in flight while it computes. With one round
+    (one tile a program) the unused successor load is compiled away.
+
+    Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
+    arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a
+    tensor) and clamped to 448 before rounding (a quotient at or above 448 rounds to at least
+    448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes,
+    and the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
+    -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
 
     ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
     ``gelu(x) = x / 2 * (1 + erf(x / sqrt 2))`` instead of ``x``; ``erf`` is the device's, so those
     codes are not bit-exact against a reference.
     """
-    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    in_rows = r < rows
-    valid = in_rows[:, None] & (c < cols)[None, :]
-    r64 = r.to(tl.int64)[:, None]
-    x = _load_float32(x_ptr, r64 * x_row_stride + c.to(tl.int64)[None, :] * x_col_stride, valid,
-                      IN_KIND)
-    if GELU:
-        x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
-    if DYNAMIC:
-        amax = tl.max(_finite_abs(x, valid), axis=1)
-        row_scale = _amax_to_scale(amax, E4M3_MAX)
-        tl.store(row_scale_ptr + r, row_scale, mask=in_rows)
-        scale = row_scale[:, None]
-    else:
-        scale = tl.load(scale_ptr + tl.zeros([BLOCK_R, 1], dtype=tl.int32))
-    nonzero = scale != 0.0
-    # E4M3: 3 mantissa bits, smallest normal exponent -6 (OCP OFP8 rev 1.0, table 1)
-    level = _round_to_float_grid(tl.div_rn(x, tl.where(nonzero, scale, 1.0)), 3, -6)
-    level = tl.where(tl.abs(level) <= E4M3_MAX, level, tl.where(level < 0.0, -E4M3_MAX, E4M3_MAX))
-    byte = tl.where(x != x, 0x7F, _e4m3_byte(level))
-    byte = tl.where(valid & nonzero, byte, 0)
-    written = in_rows[:, None] & (c < padded_cols)[None, :]
-    tl.store(codes_ptr + r64 * padded_cols + c[None, :], byte.to(tl.uint8), mask=written)
+    stride = tl.num_programs(0) * BLOCK_R
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    x = _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND)
+    for _ in range(ROUNDS):
+        following = _load_rows(x_ptr, r + stride, c, rows, cols, x_row_stride, x_col_stride,
+                               IN_KIND)
+        _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
+                       DYNAMIC, GELU, FMA_DIVISION)
+        x = following
+        r += stride
 
 
 @triton.jit

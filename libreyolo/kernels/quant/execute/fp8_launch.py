@@ -4,6 +4,8 @@ kernel is compiled."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from libreyolo.kernels.quant.simulate.launch import cdiv, next_power_of_2
@@ -18,7 +20,36 @@ from .fp8_plan import CastPlan, EpiloguePlan
 #: costs ~0.7 ms per program, so CPU runs take bigger tiles.
 GPU_TILE, INTERPRETER_TILE = 4096, 16384
 MAX_BLOCK_C = 1024
+#: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);
+#: the interpreter, whose ``tl.fma`` rounds twice, divides with ``tl.div_rn``.
+FMA_DIVISION = True
+#: Elements a prologue thread holds: 32 (four warps on a 4096 tile) took 0.077 ms on bf16
+#: 16384x4096 where 16 (eight warps) took 0.084 (H200,
+#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); rows longer than the tile
+#: take more warps (at most 16) rather than more registers.
+CAST_ELEMENTS_PER_THREAD = 32
+#: None: one row tile a program (measured: the v2 numbers). A number: that many programs a
+#: multiprocessor, each looping over tiles and loading the next while it computes this one
+#: (``fp8_cast_kernel``); ``benchmarks/sweep_fp8_prologue.py`` times both. Not yet measured.
+CAST_PROGRAMS_PER_SM: int | None = None
+INTERPRETER_CAST_ROUNDS = 2
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def _cast_rounds(tiles: int, device: torch.device) -> int:
+    """Row tiles a prologue program takes, a power of two (one kernel compiled per value; the
+    programs of the last round past the rows are masked off). Interpreted: two, so CPU runs
+    exercise the tile loop, odd tile counts' masked last round included."""
+    if interpreting():
+        return INTERPRETER_CAST_ROUNDS if tiles > 1 else 1
+    if CAST_PROGRAMS_PER_SM is None:
+        return 1
+    return next_power_of_2(cdiv(tiles, CAST_PROGRAMS_PER_SM * _multiprocessors(device)))
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tile() -> int:
@@ -39,24 +70,27 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
     rows, cols = x2d.shape
     padded = -(-cols // pad_to) * pad_to
     codes = torch.empty((rows, padded), dtype=torch.uint8, device=x2d.device)
-    row_scale = None
-    if plan.scale is None:
-        row_scale = torch.ones((rows, 1), dtype=torch.float32, device=x2d.device)
-    if rows and padded:
+    dynamic = plan.scale is None
+    launched = bool(rows and padded)
+    # the kernel writes every row's scale; without a launch (no columns) each row's is 1
+    row_scale = (torch.empty if launched else torch.ones)(
+        (rows, 1), dtype=torch.float32, device=x2d.device) if dynamic else None
+    if launched:
         tile = _tile()
-        if plan.scale is None:
-            block_c = next_power_of_2(max(padded, 1))
-        else:
-            block_c = min(next_power_of_2(padded), MAX_BLOCK_C)
+        block_c = next_power_of_2(padded) if dynamic else min(next_power_of_2(padded),
+                                                               MAX_BLOCK_C)
         block_r = max(1, tile // block_c)
-        grid = (cdiv(rows, block_r), cdiv(padded, block_c))
+        tiles = cdiv(rows, block_r)
+        rounds = _cast_rounds(tiles, x2d.device)
         launch(
-            fp8_cast_kernel, grid,
-            _loaded(x2d), plan.scale if plan.scale is not None else row_scale, codes,
-            row_scale if row_scale is not None else codes, rows, cols, padded,
-            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=plan.scale is None,
-            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
-            num_warps=8 if block_r * block_c >= 4096 else 4, enable_fp_fusion=False,
+            fp8_cast_kernel, (cdiv(tiles, rounds), cdiv(padded, block_c)),
+            _loaded(x2d), row_scale if dynamic else plan.scale, codes,
+            row_scale if dynamic else codes, rows, cols, padded,
+            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
+            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu, ROUNDS=rounds,
+            FMA_DIVISION=FMA_DIVISION and not interpreting(),
+            num_warps=min(16, max(4, block_r * block_c // (32 * CAST_ELEMENTS_PER_THREAD))),
+            enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
 
