@@ -104,8 +104,9 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             --profile "$LOGS/bench_host_profile.txt" ;;
     bench-unpack)
         # awaiting their records, the unpack kernels run only when selected by name
+        # UNPACK_ARGS: more options (e.g. "--sizes 4096x4096" for the host rows alone)
         run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
-            "$OUT/bench_unpack.json" --rounds 1 ;;
+            "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
         # NVFP4 at 4096x4096 (v3: 78-83% of the copy, target 85%) under other tile sizes, each
         # in its own process (plans are kept per process)
