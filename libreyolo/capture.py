@@ -13,12 +13,16 @@ import torch
 
 def is_capturing() -> bool:
     """True under tracing, compiling, exporting or ONNX export."""
-    if torch.jit.is_scripting():
+    if torch.jit.is_tracing() or torch.jit.is_scripting():
         return True
-    for check in _CHECKS:
-        if check():
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None:
+        if compiler.is_compiling():
             return True
-    return False
+        is_exporting = getattr(compiler, "is_exporting", None)
+        if is_exporting is not None and is_exporting():
+            return True
+    return _in_onnx_export()
 
 
 def _onnx_export_flag():
@@ -34,22 +38,6 @@ def _onnx_export_flag():
 
 
 _in_onnx_export = _onnx_export_flag()
-
-
-def _capture_checks() -> tuple:
-    """The functions that say a capture is in progress, looked up once (every kernel call asks
-    them: a lookup of each through ``torch`` per call was a microsecond or two of host time)."""
-    checks = [torch.jit.is_tracing]
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None:
-        checks.append(compiler.is_compiling)
-        if getattr(compiler, "is_exporting", None) is not None:
-            checks.append(compiler.is_exporting)
-    checks.append(_in_onnx_export)
-    return tuple(checks)
-
-
-_CHECKS = _capture_checks()
 
 
 def capture_reason() -> str | None:
