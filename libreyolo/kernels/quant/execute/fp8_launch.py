@@ -30,7 +30,8 @@ FMA_DIVISION = True
 CAST_ELEMENTS_PER_THREAD = 32
 #: None: one row tile a program (measured: the v2 numbers). A number: that many programs a
 #: multiprocessor, each looping over tiles and loading the next while it computes this one
-#: (``fp8_cast_kernel``); ``benchmarks/sweep_fp8_prologue.py`` times both. Not yet measured.
+#: (``fp8_cast_kernel``); ``benchmarks/sweep_fp8_prologue.py`` times both. Measured: no gain
+#: (58-66% of a copy against 65.5%, benchmarks/NOTES.md), so off; to go with the next re-record.
 CAST_PROGRAMS_PER_SM: int | None = None
 INTERPRETER_CAST_ROUNDS = 2
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
