@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LIBREYOLO_KERNELS", "triton")
 
 from benchmarks.bench_ms_deform_attn import steps, time_graph_ms  # noqa: E402
+from benchmarks.bench_ms_deform_attn_ragged import steps as ragged_steps  # noqa: E402
 from conformance import shapesets  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
@@ -53,17 +54,18 @@ _with_block.shipped = classic._blocks
 
 def _classic(case):
     inputs = make_inputs(case, device="cuda")
-    return inputs, lambda *a: classic.ms_deform_attn_triton(*a)
+    return inputs, lambda *a: classic.ms_deform_attn_triton(*a), steps
 
 
 def _ragged(case):
     inputs = draw_inputs({**case.params, "spatial_shapes": "pairs"}, torch.float32,
                          device="cuda")
-    return inputs, ragged.ms_deform_attn_ragged_triton  # raises if the kernels decline
+    # raises if the kernels decline
+    return inputs, ragged.ms_deform_attn_ragged_triton, ragged_steps
 
 
 def sweep(name, make, iters) -> dict:
-    inputs, fn = make()
+    inputs, fn, make_steps = make()
     row = {"case": name}
     with torch.no_grad():
         _with_block(None)
@@ -72,8 +74,7 @@ def sweep(name, make, iters) -> dict:
         _with_block(block_q)
         with torch.no_grad():
             got = fn(*inputs)
-        forward, forward_backward = steps(fn, *inputs) if len(inputs) == 4 else \
-            _ragged_steps(fn, inputs)
+        forward, forward_backward = make_steps(fn, *inputs)
         row[str(block_q or "shipped")] = {
             "bits_equal": bool(torch.equal(got, want)),
             "graph_forward_ms": statistics.median(time_graph_ms(forward, iters)),
@@ -81,24 +82,6 @@ def sweep(name, make, iters) -> dict:
         }
     _with_block(None)
     return row
-
-
-def _ragged_steps(fn, inputs):
-    value, shapes, locations, weights, points, method = inputs
-    leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
-    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
-                       device="cuda")
-
-    def forward():
-        with torch.no_grad():
-            fn(*inputs)
-
-    def forward_backward():
-        for leaf in leaves:
-            leaf.grad = None
-        fn(leaves[0], shapes, leaves[1], leaves[2], points, method).backward(grad)
-
-    return forward, forward_backward
 
 
 def main() -> None:
