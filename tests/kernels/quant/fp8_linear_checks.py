@@ -11,20 +11,12 @@ dequantized operands.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
+from quant_check_device import DEVICE, INTERPRETING, MARKS
 
-pytest.importorskip("triton")
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
-pytestmark = [
-    pytest.mark.interpreter if INTERPRETING else pytest.mark.gpu,
-    pytest.mark.skipif(not INTERPRETING and not torch.cuda.is_available(),
-                       reason="needs TRITON_INTERPRET=1 or a CUDA device (see the docstring)"),
-]
-DEVICE = "cpu" if INTERPRETING else "cuda"
+pytestmark = MARKS
 
 from conformance.bounds import bounded_limit  # noqa: E402
 from conformance.catalogue.fp8_execute import GEMM_CONTRACT  # noqa: E402

@@ -11,19 +11,11 @@ process: ``test_triton_unpack_interpreter.py``) or compiled on a CUDA device:
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from quant_check_device import DEVICE, INTERPRETING, MARKS
 
-pytest.importorskip("triton")
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
-pytestmark = [
-    pytest.mark.interpreter if INTERPRETING else pytest.mark.gpu,
-    pytest.mark.skipif(not INTERPRETING and not torch.cuda.is_available(),
-                       reason="needs TRITON_INTERPRET=1 or a CUDA device (see the docstring)"),
-]
-DEVICE = "cpu" if INTERPRETING else "cuda"
+pytestmark = MARKS
 
 from safetensors.torch import load_file  # noqa: E402
 from unpack_inputs import (  # noqa: E402
