@@ -118,8 +118,10 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         done ;;
     sweep-msda)
         # the MSDA kernels' query block on the medium and large classic and ragged cases
-        run sweep-msda 200 python3 benchmarks/sweep_ms_deform_attn_blocks.py \
-            "$OUT/sweep_ms_deform_attn_blocks.json" ;;
+        # (MSDA_SWEEP_ARGS: e.g. "--sizes medium --no-ragged --blocks 8,16"; each block compiles
+        # both kernels for every case, so the whole sweep outgrows one stage)
+        run sweep-msda 300 python3 benchmarks/sweep_ms_deform_attn_blocks.py \
+            "$OUT/sweep_ms_deform_attn_blocks.json" ${MSDA_SWEEP_ARGS:-} ;;
     bench-attn)
         run bench-attn 180 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" ;;
     bench-msda)

@@ -64,13 +64,13 @@ def _ragged(case):
     return inputs, ragged.ms_deform_attn_ragged_triton, ragged_steps
 
 
-def sweep(name, make, iters) -> dict:
+def sweep(name, make, iters, blocks) -> dict:
     inputs, fn, make_steps = make()
     row = {"case": name}
     with torch.no_grad():
         _with_block(None)
         want = fn(*inputs)
-    for block_q in (None, *CANDIDATES):
+    for block_q in (None, *blocks):
         _with_block(block_q)
         with torch.no_grad():
             got = fn(*inputs)
@@ -88,22 +88,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--sizes", default="medium,large",
+                        help="which shape-set sizes to sweep (comma-separated)")
+    parser.add_argument("--ragged", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--blocks", default=",".join(map(str, CANDIDATES)),
+                        help="the candidate query blocks (each one compiles both kernels anew)")
     args = parser.parse_args()
-    rows = [sweep(c.name, lambda c=c: _classic(c), args.iters)
-            for c in load_cases(sizes=("medium", "large"))]
-    ragged = [c for c in shapesets.load(CATALOGUE["ms_deform_attn_ragged"].shapes)
-              if c.size in ("medium", "large")]
-    rows += [sweep(f"ragged/{c.name}", lambda c=c: _ragged(c), args.iters) for c in ragged]
-    args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows},
-                                   indent=1))
-    labels = ["shipped", *map(str, CANDIDATES)]
+    sizes = tuple(args.sizes.split(","))
+    blocks = tuple(int(b) for b in args.blocks.split(","))
+    cases = [(c.name, lambda c=c: _classic(c)) for c in load_cases(sizes=sizes)]
+    if args.ragged:
+        cases += [(f"ragged/{c.name}", lambda c=c: _ragged(c))
+                  for c in shapesets.load(CATALOGUE["ms_deform_attn_ragged"].shapes)
+                  if c.size in sizes]
+    labels = ["shipped", *map(str, blocks)]
     print("| case | " + " | ".join(f"BLOCK_Q {b} fwd / fwd+bwd µs" for b in labels) + " |")
-    print("|---|" + "---|" * len(labels))
-    for row in rows:
+    print("|---|" + "---|" * len(labels), flush=True)
+    rows = []
+    for name, make in cases:  # each row printed and written as it ends (a stage may time out)
+        row = sweep(name, make, args.iters, blocks)
+        rows.append(row)
+        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows},
+                                       indent=1))
         cells = [f"{row[b]['graph_forward_ms'] * 1e3:.1f} / "
                  f"{row[b]['graph_forward_backward_ms'] * 1e3:.1f}"
                  f"{'' if row[b]['bits_equal'] else ' (bits differ)'}" for b in labels]
-        print(f"| {row['case']} | " + " | ".join(cells) + " |")
+        print(f"| {row['case']} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
