@@ -46,8 +46,9 @@ cuDNN backend forced (``sdpa_kernel(SDPBackend.CUDNN_ATTENTION)``, queued eager 
 same rounds), with the saving ratio it would give; "declines" where cuDNN does not take the call.
 
 Target (issue 19): at every call site the time the module saves per call is at least 90% of the
-time the bare kernels save. Writes the raw numbers as JSON and prints two markdown tables (GPU
-time: the target; host time). Expected to take about two minutes on an H200.
+time the bare kernels save. Writes the raw numbers as JSON (after every site) and prints two
+markdown tables, host time first and GPU time (the target's) last. Expected to take about two
+minutes on an H200.
 """
 
 from __future__ import annotations
@@ -363,9 +364,9 @@ def main(argv=None) -> None:
         args.out.write_text(json.dumps({"environment": environment, "results": results},
                                        indent=1))
         print(f"{site.id}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
-    print(gpu_table(results))
-    print()
     print(host_table(results))
+    print()
+    print(gpu_table(results))  # last: the target's table is the tail of the log
 
 
 if __name__ == "__main__":
