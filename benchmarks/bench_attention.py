@@ -79,6 +79,7 @@ CUDNN_STEPS = ("module_fused_cudnn", "bare_sdpa_cudnn")
 SLEEP_CALIBRATION_CYCLES = 10_000_000  # about 5 ms at the H200's 1.98 GHz
 LEAD_MARGIN = 2.0  # the GPU sleeps twice the host time of the step's last window
 MIN_LEAD_US = 200.0
+MAX_LEAD_US = 30_000.0  # a step that never queues (its launches fill the queue) cannot stall a run
 BACKEND_NAMES = {int(value): name.lower() for name, value in SDPBackend.__members__.items()}
 SCALE_ON_SCORES = ("spatial_reduction", "tinyvit", "projected", "global_tokens")
 
@@ -216,8 +217,8 @@ def interleaved_rounds(steps: dict, calls: int, rounds: int, cycles_per_us: floa
     names = list(steps)
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            window = queued_window(steps[name], calls, max(lead[name], MIN_LEAD_US),
-                                   cycles_per_us)
+            window = queued_window(steps[name], calls,
+                                   min(max(lead[name], MIN_LEAD_US), MAX_LEAD_US), cycles_per_us)
             for key, value in window.items():
                 out[name][key].append(value)
             lead[name] = (LEAD_MARGIN * window["host_us"] * calls if window["queued"]
