@@ -294,18 +294,24 @@ def test_on_cuda_every_fused_call_takes_a_fused_kernel_not_the_math_fallback(sit
 
 @pytest.mark.gpu
 @cuda
-def test_a_cuda_graph_computes_the_mask_so_its_replays_follow_the_bias_table():
-    module, args, kwargs = prepared(SWIN, dtype=torch.float32, device="cuda", fused_attn=True)
+@pytest.mark.parametrize(("site", "parameter"), [
+    (SWIN, "relative_position_bias_table"),
+    (limited(families.family("siglip2").sites[0]), "k_proj.weight")], ids=["swin", "siglip2"])
+def test_a_cuda_graph_computes_what_is_kept_eagerly_so_its_replays_follow_the_parameters(
+        site, parameter):
+    """The Swin mask and SigLIP 2's concatenated q, k, v weights, kept eagerly, are computed
+    inside a captured graph from the parameters: a replay after an in-place change uses it."""
+    module, args, kwargs = prepared(site, dtype=torch.float32, device="cuda", fused_attn=True)
     with torch.no_grad():
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            module(*args, **kwargs)  # warm-up, eager: the mask is kept
+            module(*args, **kwargs)  # warm-up, eager: kept
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = module(*args, **kwargs)
-        module.relative_position_bias_table.mul_(-2.0)
+        module.get_parameter(parameter).mul_(-2.0)
         graph.replay()
         expected = module(*args, **kwargs)  # eager, rebuilt after the change
     torch.testing.assert_close(out, expected)
