@@ -145,17 +145,20 @@ class _Memo:
         if torch.compiler.is_compiling():
             return False
         grad = torch.is_grad_enabled()
-        if any((grad and t.requires_grad) or t.is_inference() for t in sources):
-            return False
+        for t in sources:  # a loop, not a generator: this runs on every call (host time)
+            if (grad and t.requires_grad) or t.is_inference():
+                return False
         return not (sources[0].is_cuda and torch.cuda.is_current_stream_capturing())
 
     def get(self, sources, extra: tuple, build):
-        """``build()``, or the value it gave for these ``sources`` and ``extra`` last time.
+        """``build()``, or the value it gave for these ``sources`` and ``extra`` last time."""
+        return self.kept(sources, extra, build) if self.keeps(sources) else build()
+
+    def kept(self, sources, extra: tuple, build):
+        """As ``get``, for a caller that already knows ``keeps(sources)``.
 
         Written for the host: a hit is a few attribute reads per source (it replaces a kernel
         launch or more on a module whose eager time is mostly host time)."""
-        if not self.keeps(sources):
-            return build()
         stamp = [extra, torch.is_inference_mode_enabled()]
         for t in sources:
             stamp += (t._version, t.data_ptr())
@@ -466,8 +469,8 @@ class _SeparateQKV(_Flagged):
             return tuple(torch.cat(group).to(_autocast_cast_dtype(group[0].dtype, x.device.type))
                          for group in (sources[:3], sources[3:]))
 
-        weight, bias = self._qkv_memo.get(sources, (_autocast_dtype(x.device.type),),
-                                          concatenated)
+        weight, bias = self._qkv_memo.kept(sources, (_autocast_dtype(x.device.type),),
+                                           concatenated)
         return F.linear(x, weight, bias).view(B, N, 3, self.num_heads, self.head_dim).permute(
             2, 0, 3, 1, 4).unbind(0)
 
