@@ -373,7 +373,9 @@ def main(argv=None) -> None:
         # written after every site, so a run cut short by a time limit keeps what it measured
         args.out.write_text(json.dumps({"environment": environment, "results": results},
                                        indent=1))
-        print(f"{site.id}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        # the site's summary row as it is measured, so a log cut short still shows it
+        row = summary_table(results[-1:]).splitlines()[-1]
+        print(f"{time.perf_counter() - began:.0f} s: {row}", file=sys.stderr, flush=True)
     print(detail_table(results))
     print()
     print(summary_table(results))  # last: the target's table is the tail of the log
