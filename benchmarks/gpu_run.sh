@@ -123,7 +123,11 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run sweep-msda 300 python3 benchmarks/sweep_ms_deform_attn_blocks.py \
             "$OUT/sweep_ms_deform_attn_blocks.json" ${MSDA_SWEEP_ARGS:-} ;;
     bench-attn)
-        run bench-attn 180 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" ;;
+        # v3: eager as interleaved rounds of queued windows beside graph replays; the JSON is
+        # rewritten after every site, so a run cut by its limit keeps what it measured.
+        # ATTN_ARGS: more options (e.g. "--sites swin/stage1_shifted zipdepth/stage4_global")
+        run bench-attn 150 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" \
+            ${ATTN_ARGS:-} ;;
     bench-msda)
         # Deformable DETR's op, built from a source checkout carried in .peers/ (never committed)
         run bench-msda 420 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \

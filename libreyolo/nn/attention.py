@@ -5,8 +5,9 @@ of each is named in its docstring and in ``libreyolo/kernels/attention/families.
 path computes the same attention with ``torch.nn.functional.scaled_dot_product_attention``, its
 additive terms folded into one ``attn_mask``. The fused path keeps that mask between calls
 (``_Memo``): built once in the dtype and layout SDPA reads, not folded, cast and padded again on
-every call. The flag is a plain attribute: it is not state, so the state-dict keys are the same
-either way. Under ONNX export and ``torch.jit.trace`` the manual
+every call; where it is built (the first call, inside CUDA-graph capture, in training) the fold
+is one pass writing that layout. The flag is a plain attribute: it is not state, so the
+state-dict keys are the same either way. Under ONNX export and ``torch.jit.trace`` the manual
 path runs whatever the flag says (``manual_attention_required``).
 
 These are inference modules: no attention dropout (every family runs with it at 0 at inference).
@@ -14,6 +15,7 @@ These are inference modules: no attention dropout (every family runs with it at 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -63,29 +65,52 @@ def _heads(dim: int, num_heads: int) -> int:
 SDPA_ALIGNMENT = 8
 
 
-def _aligned(mask: torch.Tensor) -> torch.Tensor:
-    """``mask`` with the same values, laid out so memory-efficient attention reads it without a
-    copy: already so (a broadcast view with stride-0 dimensions included), else padded to a
-    multiple of ``SDPA_ALIGNMENT`` in the last dimension and sliced back (autograd follows it)."""
-    if mask.stride(-1) == 1 and all(s % SDPA_ALIGNMENT == 0 for s in mask.stride()[:-1]):
-        return mask
-    n = mask.shape[-1]
-    if n % SDPA_ALIGNMENT == 0:
-        return mask.contiguous()
-    return F.pad(mask, (0, -n % SDPA_ALIGNMENT))[..., :n]
+def _is_aligned(mask: torch.Tensor) -> bool:
+    """Whether memory-efficient attention reads ``mask`` without a copy (a broadcast view with
+    stride-0 dimensions included)."""
+    return mask.stride(-1) == 1 and all(s % SDPA_ALIGNMENT == 0 for s in mask.stride()[:-1])
+
+
+def _aligned_empty(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialized tensor of ``shape`` whose rows start at multiples of ``SDPA_ALIGNMENT``
+    elements: the last dimension padded and sliced back."""
+    n = shape[-1]
+    return torch.empty(*shape[:-1], n + -n % SDPA_ALIGNMENT, dtype=dtype, device=device)[..., :n]
 
 
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
     return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
-def _as_sdpa_gets_it(mask: torch.Tensor) -> torch.Tensor:
-    """``mask`` cast as autocast casts SDPA's floating arguments (to the autocast dtype; float64
-    and booleans stay): the very tensor SDPA would be handed, so keeping it changes no number."""
-    target = _autocast_dtype(mask.device.type)
-    if target is None or not mask.is_floating_point() or mask.dtype == torch.float64:
-        return mask
-    return mask.to(target)
+def _autocast_cast_dtype(dtype: torch.dtype, device_type: str) -> torch.dtype:
+    """The dtype autocast casts a floating argument of ``dtype`` to (float64 and non-floating
+    dtypes stay), so a tensor made in it is the very tensor the op would be handed."""
+    target = _autocast_dtype(device_type)
+    if target is None or not dtype.is_floating_point or dtype == torch.float64:
+        return dtype
+    return target
+
+
+def _folded_for_sdpa(terms: tuple[torch.Tensor, ...], shape) -> torch.Tensor:
+    """The sum of the additive ``terms`` as SDPA's ``attn_mask`` of ``shape``: added in their own
+    dtype, as the manual path adds them, rounded once to the dtype autocast would hand SDPA and
+    written into the layout memory-efficient attention reads (``_aligned_empty``), in one pass:
+    one ``add`` with ``out=`` (computed in the inputs' dtype, cast on the store), one copy for a
+    single term, nothing for a term already so. The terms broadcast to a shape of as many
+    elements as ``shape`` (Swin's images apart from their windows). With autograd the sum is
+    added first and copied in (``add`` with ``out=`` has no gradient; ``copy_`` does)."""
+    dtype = _autocast_cast_dtype(functools.reduce(torch.promote_types, (t.dtype for t in terms)),
+                                 terms[0].device.type)
+    if (len(terms) == 1 and terms[0].dtype == dtype and tuple(terms[0].shape) == tuple(shape)
+            and _is_aligned(terms[0])):
+        return terms[0]
+    mask = _aligned_empty(shape, dtype, terms[0].device)
+    into = mask.view(torch.broadcast_shapes(*(t.shape for t in terms)))
+    if len(terms) == 2 and not (torch.is_grad_enabled() and any(t.requires_grad for t in terms)):
+        torch.add(*terms, out=into)
+    else:
+        into.copy_(functools.reduce(torch.add, terms))
+    return mask
 
 
 class _Memo:
@@ -114,21 +139,29 @@ class _Memo:
     def __deepcopy__(self, memo):
         return _Memo()
 
-    def get(self, sources: list[torch.Tensor], extra: tuple, build):
-        """``build()``, or the value it gave for these ``sources`` and ``extra`` last time.
+    @staticmethod
+    def keeps(sources) -> bool:
+        """Whether a value built from ``sources`` may be kept now (see the class docstring)."""
+        if torch.compiler.is_compiling():
+            return False
+        grad = torch.is_grad_enabled()
+        for t in sources:  # a loop, not a generator: this runs on every call (host time)
+            if (grad and t.requires_grad) or t.is_inference():
+                return False
+        return not (sources[0].is_cuda and torch.cuda.is_current_stream_capturing())
+
+    def get(self, sources, extra: tuple, build):
+        """``build()``, or the value it gave for these ``sources`` and ``extra`` last time."""
+        return self.kept(sources, extra, build) if self.keeps(sources) else build()
+
+    def kept(self, sources, extra: tuple, build):
+        """As ``get``, for a caller that already knows ``keeps(sources)``.
 
         Written for the host: a hit is a few attribute reads per source (it replaces a kernel
         launch or more on a module whose eager time is mostly host time)."""
-        if torch.compiler.is_compiling():
-            return build()
-        grad = torch.is_grad_enabled()
         stamp = [extra, torch.is_inference_mode_enabled()]
         for t in sources:
-            if (grad and t.requires_grad) or t.is_inference():
-                return build()
             stamp += (t._version, t.data_ptr())
-        if sources[0].is_cuda and torch.cuda.is_current_stream_capturing():
-            return build()
         # equal stamps have two entries per source, so the lengths match
         if stamp == self._stamp and all(a is b for a, b in zip(sources, self._sources,
                                                                 strict=True)):
@@ -149,17 +182,22 @@ class _Flagged(nn.Module):
     def _use_fused(self) -> bool:
         return self.fused_attn and not manual_attention_required()
 
-    def _sdpa_mask(self, sources, fold, *extra) -> torch.Tensor | None:
-        """The ``attn_mask`` SDPA gets: ``fold()`` (the additive terms summed in their own dtype,
-        as the manual path adds them), cast as autocast would cast it and laid out for
-        memory-efficient attention; kept between calls while ``sources`` (every tensor ``fold``
-        reads) and ``extra`` (what else its shape depends on) are unchanged. None when there is
-        no additive term."""
+    def _sdpa_mask(self, sources, terms, *extra, shape=None) -> torch.Tensor | None:
+        """The ``attn_mask`` SDPA gets: the sum of the additive ``terms()`` (``_folded_for_sdpa``;
+        ``shape``: the mask's, by default the terms' broadcast shape); kept between calls while
+        ``sources`` (every tensor the terms read) and ``extra`` (what else its shape depends on)
+        are unchanged. None when there is no additive term."""
         sources = [t for t in sources if t is not None]
         if not sources:
             return None
+
+        def fold():
+            parts = terms()
+            return _folded_for_sdpa(parts, shape or torch.broadcast_shapes(*(t.shape
+                                                                            for t in parts)))
+
         return self._mask_memo.get(sources, (*extra, _autocast_dtype(sources[0].device.type)),
-                                   lambda: _aligned(_as_sdpa_gets_it(fold())))
+                                   fold)
 
     def extra_repr(self) -> str:
         return f"fused_attn={self.fused_attn}"
@@ -192,7 +230,7 @@ class QKVAttention(_Flagged):
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(
             2, 0, 3, 1, 4).unbind(0)
         if self._use_fused():
-            mask = self._sdpa_mask((attn_bias,), lambda: attn_bias)
+            mask = self._sdpa_mask((attn_bias,), lambda: (attn_bias,))
             if padding_mask is not None:
                 mask = ~padding_mask.reshape(B, 1, 1, N)  # SDPA's boolean mask: True attends
             x = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
@@ -242,8 +280,11 @@ class WindowAttention(_Flagged):
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
             attn_mask = self._sdpa_mask(
                 (self.relative_position_bias_table, self.relative_position_index, mask),
-                lambda: self._folded(mask, B_, N), B_)
-            x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)[..., :head_dim]
+                lambda: self._terms(mask, B_, N), B_,
+                shape=(B_ if mask is not None else 1, self.num_heads, N, N))
+            x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)
+            if x.shape[-1] != head_dim:
+                x = x[..., :head_dim]
         else:
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
             attn = (q * self.scale) @ k.transpose(-2, -1)
@@ -257,19 +298,24 @@ class WindowAttention(_Flagged):
         return self.proj(x.transpose(1, 2).reshape(B_, N, C))
 
     def _bias(self, N: int) -> torch.Tensor:
-        """The (heads, N, N) relative position bias."""
-        return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            N, N, -1).permute(2, 0, 1).contiguous()
+        """The (heads, N, N) relative position bias, as upstream lays it out (a contiguous copy
+        of ``_gathered_bias``)."""
+        return self._gathered_bias(N).contiguous()
 
-    def _folded(self, mask: torch.Tensor | None, B_: int, N: int) -> torch.Tensor:
-        """The bias plus the shifted-window mask, one (B_, heads, N, N) additive term ((1, heads,
-        N, N) without a mask): the manual path's two additions, done once."""
-        attn_mask = self._bias(N).unsqueeze(0)
+    def _gathered_bias(self, N: int) -> torch.Tensor:
+        """The (heads, N, N) relative position bias: a permuted view of one gather."""
+        return self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
+            N, N, -1).permute(2, 0, 1)
+
+    def _terms(self, mask: torch.Tensor | None, B_: int, N: int) -> tuple[torch.Tensor, ...]:
+        """The bias and the shifted-window mask, the manual path's two additive terms, as views
+        broadcasting to (images, windows, heads, N, N) ((1, heads, N, N): the bias alone)."""
+        bias = self._gathered_bias(N).unsqueeze(0)
         if mask is None:
-            return attn_mask
+            return (bias,)
         nW = mask.shape[0]
-        return (attn_mask.unsqueeze(0) + mask.unsqueeze(1).unsqueeze(0)).expand(
-            B_ // nW, -1, -1, -1, -1).reshape(B_, self.num_heads, N, N)
+        return (bias.unsqueeze(0).expand(B_ // nW, -1, -1, -1, -1),
+                mask.unsqueeze(1).unsqueeze(0))
 
 
 def _relative_position_index(window: int) -> torch.Tensor:
@@ -384,7 +430,7 @@ class TinyViTAttention(_Flagged):
         q, k, v = (t.permute(0, 2, 1, 3) for t in (q, k, v))
         if self._use_fused():
             attn_mask = self._sdpa_mask((self.attention_biases, self.attention_bias_idxs),
-                                        self._bias)
+                                        lambda: (self._bias(),))
             x = sdpa(q, k, v, attn_mask=attn_mask, scale=self.scale)
         else:
             attn = (q @ k.transpose(-2, -1)) * self.scale + self._bias()
@@ -396,7 +442,40 @@ class TinyViTAttention(_Flagged):
         return self.attention_biases[:, self.attention_bias_idxs]
 
 
-class SeparateProjAttention(_Flagged):
+class _SeparateQKV(_Flagged):
+    """A flagged module with separate ``q_proj``, ``k_proj`` and ``v_proj`` linears (with
+    biases). Its fused path computes q, k and v in one matmul, the three weights and biases
+    concatenated once and kept (``_Memo``, in the dtype autocast would cast them to): one launch
+    instead of three projections and autocast's six casts of their parameters, on modules whose
+    eager time is mostly host time. Where the concatenation could not be kept (training,
+    CUDA-graph capture, compiling) it would copy the weights every call, so there the three
+    projections run. Either way q, k and v are views with a stride-1 head width, as SDPA takes
+    them: no copy to make them contiguous."""
+
+    def __init__(self, fused_attn: bool):
+        super().__init__(fused_attn)
+        self._qkv_memo = _Memo()
+
+    def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q, k and v for SDPA, (B, heads, N, head_dim) each."""
+        B, N, _ = x.shape
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        sources = [p.weight for p in projections] + [p.bias for p in projections]
+        if not self._qkv_memo.keeps(sources):
+            return tuple(p(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+                         for p in projections)
+
+        def concatenated():
+            return tuple(torch.cat(group).to(_autocast_cast_dtype(group[0].dtype, x.device.type))
+                         for group in (sources[:3], sources[3:]))
+
+        weight, bias = self._qkv_memo.kept(sources, (_autocast_dtype(x.device.type),),
+                                           concatenated)
+        return F.linear(x, weight, bias).view(B, N, 3, self.num_heads, self.head_dim).permute(
+            2, 0, 3, 1, 4).unbind(0)
+
+
+class SeparateProjAttention(_SeparateQKV):
     """CLIP-style attention with separate q, k, v projections (huggingface/transformers
     ``modeling_owlv2.py``, ``Owlv2Attention``): q scaled right after its projection, heads folded
     into the batch for ``bmm``, the causal and the padding masks added one after the other.
@@ -423,9 +502,8 @@ class SeparateProjAttention(_Flagged):
         B, N, C = x.shape
         if self._use_fused():
             masks = [m for m in (causal_attention_mask, attention_mask) if m is not None]
-            mask = self._sdpa_mask(masks, lambda: masks[0] + masks[1] if len(masks) == 2
-                                   else masks[0])
-            q, k, v = (self._shape(p(x), B) for p in (self.q_proj, self.k_proj, self.v_proj))
+            mask = self._sdpa_mask(masks, lambda: tuple(masks))
+            q, k, v = self._fused_qkv(x)
             out = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
             return self.out_proj(out.transpose(1, 2).reshape(B, N, C))
         flat = (B * self.num_heads, -1, self.head_dim)
@@ -442,7 +520,7 @@ class SeparateProjAttention(_Flagged):
         return self.out_proj(out)
 
 
-class ProjectedAttention(_Flagged):
+class ProjectedAttention(_SeparateQKV):
     """Attention with separate q, k, v projections in Hugging Face's layout, scaled on the scores:
     ``scale_at="divide"`` is BERT's ``BertSelfAttention`` (``scores / sqrt(head_dim)``, then the
     additive mask, ``nn.Softmax``); ``scale_at="multiply"`` is the shared eager attention of SigLIP
@@ -470,12 +548,13 @@ class ProjectedAttention(_Flagged):
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         B, N, C = x.shape
-        q, k, v = (p(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)
-                   for p in (self.q_proj, self.k_proj, self.v_proj))
         if self._use_fused():
-            mask = self._sdpa_mask((attention_mask,), lambda: attention_mask)
+            q, k, v = self._fused_qkv(x)
+            mask = self._sdpa_mask((attention_mask,), lambda: (attention_mask,))
             out = sdpa(q, k, v, attn_mask=mask, scale=self.scale)
         else:
+            q, k, v = (p(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+                       for p in (self.q_proj, self.k_proj, self.v_proj))
             scores = torch.matmul(q, k.transpose(-1, -2))
             if self.scale_at == "divide":
                 scores = scores / math.sqrt(self.head_dim)
@@ -497,6 +576,10 @@ class GlobalTokenAttention(_Flagged):
     the feature map, ``softmax((q_tok @ k_sp^T) * s) @ v_sp``; then the feature map attends to the
     updated tokens, ``softmax((q_sp @ k_tok^T) * s) @ tokens``; a 1x1 conv, BatchNorm and the
     residual close it. Projections are 1x1 convs on the map, linears on the tokens.
+
+    The fused path computes the map's k, v and q from the convolutions' own weights as matmuls on
+    the map's (B, H*W, dim) view, so their head width comes out with stride 1, as SDPA's fused
+    kernels take it; the convolutions' outputs have it at stride H*W, a copy away.
 
     ``forward(x)``: ``x`` is (B, dim, H, W).
     """
@@ -527,21 +610,35 @@ class GlobalTokenAttention(_Flagged):
         return projected.reshape(1, self.num_tokens, self.num_heads, self.head_dim).permute(
             0, 2, 1, 3).expand(B, -1, -1, -1)
 
+    def _spatial_kv(self, x: torch.Tensor, fused: bool):
+        """k and v of the map, (B, heads, N, head_dim) each."""
+        B, C, H, W = x.shape
+        if fused:  # the 1x1 conv as a matmul on the (B, N, C) view: channels come out stride 1
+            kv = torch.matmul(x.flatten(2).transpose(1, 2),
+                              self.kv_spatial.weight.view(2 * C, C).t())
+            return kv.view(B, H * W, 2, self.num_heads, self.head_dim).permute(
+                2, 0, 3, 1, 4).unbind(0)
+        # views of the 1x1 conv's channels: the head width has stride N
+        return self.kv_spatial(x).reshape(B, 2, self.num_heads, self.head_dim, H * W).permute(
+            1, 0, 2, 4, 3).unbind(0)
+
+    def _spatial_q(self, x: torch.Tensor, fused: bool) -> torch.Tensor:
+        """q of the map, (B, heads, N, head_dim)."""
+        B, C, H, W = x.shape
+        if fused:  # the grouped 1x1 conv as one matmul per head on the head's (N, head_dim) view
+            per_head = x.reshape(B, self.num_heads, self.head_dim, H * W).transpose(-1, -2)
+            weight = self.q_spatial.weight.view(self.num_heads, self.head_dim, self.head_dim)
+            return torch.matmul(per_head, weight.transpose(-1, -2))
+        return self.q_spatial(x).reshape(B, C, H * W).view(B, self.num_heads, self.head_dim,
+                                                           H * W).transpose(-1, -2)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
         N = H * W
         fused = self._use_fused()
-        # (2, B, heads, N, head_dim) views of the 1x1 conv's channels: the head width has stride N
-        kv = self.kv_spatial(x).reshape(B, 2, self.num_heads, self.head_dim, N).permute(
-            1, 0, 2, 4, 3)
-        if fused:
-            kv = kv.contiguous()  # SDPA's fused kernels take only a stride-1 head width
-        k_sp, v_sp = kv.unbind(0)
+        k_sp, v_sp = self._spatial_kv(x, fused)
         tokens = self._attend(fused, self._token_heads(self.q_tokens(self.tokens), B), k_sp, v_sp)
-        q_sp = self.q_spatial(x).reshape(B, C, N).view(B, self.num_heads, self.head_dim,
-                                                       N).transpose(-1, -2)
-        if fused:
-            q_sp = q_sp.contiguous()
+        q_sp = self._spatial_q(x, fused)
         out = self._attend(fused, q_sp, self._token_heads(self.k_proj_tokens(self.tokens), B),
                            tokens)
         out = out.transpose(1, 2).reshape(B, N, C).transpose(1, 2).reshape(B, C, H, W)

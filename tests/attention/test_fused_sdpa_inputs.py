@@ -6,17 +6,21 @@ an additive mask already in the dtype SDPA computes in, its strides multiples of
 (``libreyolo.nn.attention.SDPA_ALIGNMENT``). The folded mask is kept between calls only while
 nothing it is built from changed: an in-place change of a bias table, another mask, another
 batch or another autocast dtype rebuilds it, and training builds it afresh so that the bias
-tables get their gradient. These run on the CPU; the layout rules are CUDA's, checked here on
+tables get their gradient. Where the fused path does work of its own (building the mask, the
+projections) it does it in as few passes as the manual path or fewer: these tests count the
+ATen operations a call runs. These run on the CPU; the layout rules are CUDA's, checked here on
 the tensors themselves.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import pickle
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from libreyolo.kernels.attention import families
 from libreyolo.kernels.attention.evidence import limited, prepared
@@ -26,6 +30,33 @@ from libreyolo.nn.attention import SDPA_ALIGNMENT, TinyViTAttention, WindowAtten
 SITES = families.sites()
 SWIN = limited(families.family("swin").sites[0])  # 49-token windows, bias + shifted mask
 MOBILESAM = limited(families.family("mobilesam").sites[0])  # 49 tokens, TinyViT offset bias
+OWLV2_TEXT = limited(families.family("owlv2").sites[1])  # causal + padding masks
+SEPARATE_QKV = [limited(site) for site in SITES if site.module in ("projected", "separate_proj")]
+ZIPDEPTH = limited(families.family("zipdepth").sites[0])
+
+
+class AtenOps(TorchDispatchMode):
+    """The ATen operations run while active that produce tensor data (views and allocations of
+    uninitialized memory left out), by overload name, e.g. ``aten.add.out``."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = str(func)
+        produces = any(isinstance(t, torch.Tensor) for t in torch.utils._pytree.tree_leaves(out))
+        if produces and not func.is_view and not name.startswith("aten.empty"):
+            self.ops.append(name)
+        return out
+
+
+def aten_ops(module, args, kwargs, autocast=True) -> list[str]:
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with AtenOps() as recorded:
+            module(*args, **kwargs)
+    return recorded.ops
 
 
 @pytest.fixture
@@ -189,6 +220,61 @@ def test_the_kept_mask_is_not_state(duplicate, handed):
     assert list(module.state_dict()) == list(twin.state_dict())
 
 
+@pytest.mark.parametrize(("site", "fold"), [
+    (SWIN, {"aten.index.Tensor": 1, "aten.add.out": 1}),
+    (MOBILESAM, {"aten.index.Tensor": 1, "aten.copy_.default": 1}),
+    (OWLV2_TEXT, {"aten.add.out": 1})], ids=lambda v: v.id if hasattr(v, "id") else "")
+def test_a_mask_built_afresh_is_one_pass_writing_what_sdpa_reads(site, fold):
+    """What a first call (as every call inside CUDA-graph capture) runs beyond a warm one: the
+    bias gathered from its table, then one add (or copy) that sums the terms, rounds them to the
+    autocast dtype and writes the aligned layout; no separate cast, pad or contiguous copy."""
+    module, args, kwargs = fused(site)
+    cold = aten_ops(module, args, kwargs)
+    warm = aten_ops(module, args, kwargs)
+    built = collections.Counter(cold) - collections.Counter(warm)
+    built -= collections.Counter({"aten.cat.default": 2, "aten._to_copy.default": 2})  # OWLv2's
+    assert dict(built) == fold  # kept q, k, v weights, built on the first call as well
+
+
+@pytest.mark.parametrize("site", SEPARATE_QKV, ids=lambda s: s.id)
+def test_separate_q_k_v_projections_are_one_kept_matmul_in_the_fused_path(site):
+    """A warm fused call of SigLIP 2, BERT and OWLv2 projects q, k and v in one matmul with the
+    concatenated weights kept in the autocast dtype (no cast of a parameter), where the manual
+    path runs three and autocast casts each weight and bias."""
+    module, args, kwargs = fused(site)
+    manual = copy.deepcopy(module)
+    manual.fused_attn = False
+    aten_ops(module, args, kwargs)
+    warm, by_hand = aten_ops(module, args, kwargs), aten_ops(manual, args, kwargs)
+    assert warm.count("aten.addmm.default") == 2, warm  # q, k, v together; the output
+    assert by_hand.count("aten.addmm.default") == 4, by_hand
+    # autocast casts the input once, and the output projection's weight and bias
+    assert warm.count("aten._to_copy.default") == 3, warm
+
+
+@pytest.mark.parametrize("site", SEPARATE_QKV, ids=lambda s: s.id)
+def test_the_kept_q_k_v_weights_follow_an_in_place_change_and_training_gets_gradients(site):
+    module, args, kwargs = prepared(site, dtype=torch.float64, device="cpu", fused_attn=True)
+    with torch.no_grad():
+        module(*args, **kwargs)  # kept
+        module.k_proj.weight.mul_(-2.0)
+        kept = module(*args, **kwargs)
+    separate = module(*args, **kwargs)  # grad enabled: the three projections, not kept
+    torch.testing.assert_close(kept, separate, rtol=1e-12, atol=1e-12)
+    separate.square().sum().backward()
+    assert all(p.weight.grad is not None and p.weight.grad.abs().sum() > 0
+               for p in (module.q_proj, module.k_proj, module.v_proj))
+
+
+def test_zipdepth_hands_sdpa_its_projections_without_copying_them():
+    """The map's k, v and q come out of their matmuls with a stride-1 head width: nothing is
+    copied before either SDPA call (the convolutions' outputs needed two copies)."""
+    module, args, kwargs = fused(ZIPDEPTH)
+    ops = aten_ops(module, args, kwargs, autocast=False)
+    before = ops[:max(i for i, op in enumerate(ops) if "scaled_dot_product" in op)]
+    assert not [op for op in before if op in ("aten.clone.default", "aten.copy_.default")], ops
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
@@ -208,18 +294,24 @@ def test_on_cuda_every_fused_call_takes_a_fused_kernel_not_the_math_fallback(sit
 
 @pytest.mark.gpu
 @cuda
-def test_a_cuda_graph_computes_the_mask_so_its_replays_follow_the_bias_table():
-    module, args, kwargs = prepared(SWIN, dtype=torch.float32, device="cuda", fused_attn=True)
+@pytest.mark.parametrize(("site", "parameter"), [
+    (SWIN, "relative_position_bias_table"),
+    (limited(families.family("siglip2").sites[0]), "k_proj.weight")], ids=["swin", "siglip2"])
+def test_a_cuda_graph_computes_what_is_kept_eagerly_so_its_replays_follow_the_parameters(
+        site, parameter):
+    """The Swin mask and SigLIP 2's concatenated q, k, v weights, kept eagerly, are computed
+    inside a captured graph from the parameters: a replay after an in-place change uses it."""
+    module, args, kwargs = prepared(site, dtype=torch.float32, device="cuda", fused_attn=True)
     with torch.no_grad():
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            module(*args, **kwargs)  # warm-up, eager: the mask is kept
+            module(*args, **kwargs)  # warm-up, eager: kept
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = module(*args, **kwargs)
-        module.relative_position_bias_table.mul_(-2.0)
+        module.get_parameter(parameter).mul_(-2.0)
         graph.replay()
         expected = module(*args, **kwargs)  # eager, rebuilt after the change
     torch.testing.assert_close(out, expected)
