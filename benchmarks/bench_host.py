@@ -90,7 +90,8 @@ def registry_overhead(calls: int, rounds: int) -> list[dict]:
 
 
 def arguments(call: dict, gen: torch.Generator) -> tuple[tuple, dict]:
-    x = torch.randn(SHAPE, device="cuda", generator=gen)
+    """A ``host_calls.toml`` call's arguments, on the generator's device."""
+    x = torch.randn(SHAPE, device=gen.device, generator=gen)
     kwargs = dict(call.get("kwargs", {}))
     scale = {"tensor": lambda: x.abs().amax() / 448,
              "channel": lambda: x.abs().amax(dim=1 - kwargs.get("axis", 0)) / 127}.get(

@@ -22,7 +22,6 @@ deformable-attention call below.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import pytest
 import torch
@@ -30,10 +29,10 @@ import torch
 pytest.importorskip("triton")
 pytest.importorskip("pytest_benchmark")
 
-from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
+from benchmarks.bench_host import CALLS_FILE, arguments, which_ran  # noqa: E402
+from libreyolo.kernels import dispatch, ops, register, unregister  # noqa: E402
 
-CALLS = tomllib.loads(Path(__file__).with_name("host_calls.toml").read_text())["call"]
-SHAPE = (256, 256)  # as bench_host.py: 64K elements
+CALLS = tomllib.loads(CALLS_FILE.read_text())["call"]
 #: Deformable DETR's decoder layout (8 heads of 32 channels, 4 levels x 4 points: the
 #: configuration whose eager forward+backward still loses on the H200) at a tenth of its queries
 #: and small levels. The host path is the same for any size, while the CPU's allocations are not:
@@ -63,28 +62,11 @@ def launches_stubbed(monkeypatch):
     monkeypatch.setattr(triton_launch.Launcher, "__call__", lambda self, *tensors: None)
 
 
-def _arguments(call: dict) -> tuple[tuple, dict]:
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(SHAPE, generator=gen)
-    kwargs = dict(call.get("kwargs", {}))
-    scale = {"tensor": lambda: x.abs().amax() / 448,
-             "channel": lambda: x.abs().amax(dim=1 - kwargs.get("axis", 0)) / 127}.get(
-        call.get("scale"), lambda: None)()
-    args = (x,) + ((scale,) if scale is not None else ()) + tuple(call.get("args", ()))
-    return args, kwargs
-
-
-def _runs(slot: str, *args, **kwargs) -> str:
-    """The implementation the registry picks for this input."""
-    return next(impl.name for impl, reason in registry.explain(slot, *args, **kwargs)
-                if reason is None)
-
-
 @pytest.mark.parametrize("call", CALLS, ids=lambda c: c["label"].replace(" ", "-"))
 def test_fake_quant_call(benchmark, launches_stubbed, call):
-    args, kwargs = _arguments(call)
+    args, kwargs = arguments(call, torch.Generator().manual_seed(0))
     slot_call = getattr(ops, call["slot"])
-    assert _runs(call["slot"], *args, **kwargs) == "triton"
+    assert which_ran(call["slot"], args, kwargs) == "triton"
     slot_call(*args, **kwargs)  # the first call plans; steady state is what is timed
     benchmark(slot_call, *args, **kwargs)
 
@@ -105,7 +87,7 @@ def test_ms_deform_attn_decoder_forward(benchmark, launches_stubbed):
     from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn
 
     inputs = _decoder_inputs(requires_grad=False)
-    assert _runs("ms_deform_attn", *inputs) == "triton"
+    assert which_ran("ms_deform_attn", inputs, {}) == "triton"
     maybe_ms_deform_attn(*inputs)
     benchmark(maybe_ms_deform_attn, *inputs)
 
