@@ -30,7 +30,7 @@ pytest.importorskip("triton")
 pytest.importorskip("pytest_benchmark")
 
 from benchmarks.bench_host import CALLS_FILE, arguments, which_ran  # noqa: E402
-from libreyolo.kernels import dispatch, ops, register, unregister  # noqa: E402
+from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
 
 CALLS = tomllib.loads(CALLS_FILE.read_text())["call"]
 #: Deformable DETR's decoder layout (8 heads of 32 channels, 4 levels x 4 points: the
@@ -62,11 +62,16 @@ def launches_stubbed(monkeypatch):
     monkeypatch.setattr(triton_launch.Launcher, "__call__", lambda self, *tensors: None)
 
 
+def _assert_triton_runs(slot: str, args: tuple, kwargs: dict) -> None:
+    """The benchmark times the Triton path, or says why the registry would not take it."""
+    assert which_ran(slot, args, kwargs) == "triton", registry.explain(slot, *args, **kwargs)
+
+
 @pytest.mark.parametrize("call", CALLS, ids=lambda c: c["label"].replace(" ", "-"))
 def test_fake_quant_call(benchmark, launches_stubbed, call):
     args, kwargs = arguments(call, torch.Generator().manual_seed(0))
     slot_call = getattr(ops, call["slot"])
-    assert which_ran(call["slot"], args, kwargs) == "triton"
+    _assert_triton_runs(call["slot"], args, kwargs)
     slot_call(*args, **kwargs)  # the first call plans; steady state is what is timed
     benchmark(slot_call, *args, **kwargs)
 
@@ -87,7 +92,7 @@ def test_ms_deform_attn_decoder_forward(benchmark, launches_stubbed):
     from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn
 
     inputs = _decoder_inputs(requires_grad=False)
-    assert which_ran("ms_deform_attn", inputs, {}) == "triton"
+    _assert_triton_runs("ms_deform_attn", inputs, {})
     maybe_ms_deform_attn(*inputs)
     benchmark(maybe_ms_deform_attn, *inputs)
 
