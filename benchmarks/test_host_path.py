@@ -54,17 +54,26 @@ def one_thread():
 
 @pytest.fixture
 def launches_stubbed(monkeypatch):
-    """The providers' CPU path without the launches (see the module docstring)."""
+    """The providers' CPU path without the launches (see the module docstring). The registry
+    memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates them),
+    and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so an
+    earlier "no CUDA device" does not stick, and on the way out, so this test's answer does not
+    outlive it in a worker that runs other tests after it."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.delenv("LIBREYOLO_KERNELS", raising=False)
     from libreyolo.kernels import triton_launch
 
     monkeypatch.setattr(triton_launch.Launcher, "__call__", lambda self, *tensors: None)
+    registry.clear_cache()
+    yield
+    monkeypatch.undo()
+    registry.clear_cache()
 
 
 def _assert_triton_runs(slot: str, args: tuple, kwargs: dict) -> None:
     """The benchmark times the Triton path, or says why the registry would not take it."""
-    assert which_ran(slot, args, kwargs) == "triton", registry.explain(slot, *args, **kwargs)
+    assert which_ran(slot, args, kwargs) == "triton", {
+        impl.name: reason for impl, reason in registry.explain(slot, *args, **kwargs)}
 
 
 @pytest.mark.parametrize("call", CALLS, ids=lambda c: c["label"].replace(" ", "-"))
