@@ -25,8 +25,9 @@ MAX_BLOCK_C = 1024
 FMA_DIVISION = True
 #: Elements a prologue thread holds: 32 (four warps on a 4096 tile) took 0.077 ms on bf16
 #: 16384x4096 where 16 (eight warps) took 0.084 (H200,
-#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); rows longer than the tile
-#: take more warps (at most 16) rather than more registers.
+#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); with the hardware E4M3
+#: conversion 0.058 against 0.062 (``fp8_prologue_sweep_v4_h200_2026-12-01.json``). Rows longer
+#: than the tile take more warps (at most 16) rather than more registers.
 CAST_ELEMENTS_PER_THREAD = 32
 #: The prologue rounds and encodes with the E4M3 conversion instruction where the device has
 #: it (``hardware_e4m3``); False forces the software rounding everywhere (the GPU tests and the
