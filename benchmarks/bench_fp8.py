@@ -320,6 +320,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "prologue_hardware_e4m3": fp8_launch.hardware_e4m3(torch.device("cuda")),
               "verify": verify(gen)}
     print(json.dumps(result["verify"], indent=1))
     layer_rows = [measure_layer(*spec, args.repeats, flush, gen) for spec in LAYERS]

@@ -22,9 +22,9 @@
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json). HUB_STEPS (default
 #     "tests matrix bench") picks which of the last three run after the install and build.
 #     Carry .whl and .peers/kernels-community with the checkout.
-#   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale, and its time
-#     against a device copy per tile shape, division and program layout (one tile a program, or
-#     persistent programs; benchmarks/sweep_fp8_prologue.py).
+#   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
+#     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
+#     tile shape, division and E4M3 conversion (benchmarks/sweep_fp8_prologue.py).
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's

@@ -1,5 +1,6 @@
 """The FP8 prologue on the H200: exhaustive bits over the half-precision scale space, then its
-time against a same-size device copy for each tile shape (issue #17, "bench_fp8.py v2").
+time against a same-size device copy for each tile shape and E4M3 conversion (issue #17,
+"bench_fp8.py v2", "FP8 prologue v3").
 
     python benchmarks/sweep_fp8_prologue.py RESULTS.json [--repeats 30]
     TRITON_INTERPRET=1 python benchmarks/sweep_fp8_prologue.py out.json --dry-run  # CPU, a slice
@@ -7,13 +8,17 @@ time against a same-size device copy for each tile shape (issue #17, "bench_fp8.
 1. bits: every bfloat16 and every float16 bit pattern (65536) quantized with every scale the
    dynamic mode can give that dtype (``amax / 448`` for each finite positive amax, and 1), plus
    2^24 random float32 bit patterns with 1024 random float32 scales and the zero scale, by the
-   compiled kernel, against the reference quantizer run on the GPU (its division by a tensor is
-   IEEE on CUDA, as on CPU: DESIGN.md "Facts for kernel authors"). The dynamic mode's codes
-   depend on the scale and x alone, so the half-precision spaces are complete;
+   compiled kernel as shipped (on sm_89+ the hardware E4M3 conversion: the run fails if it is
+   not taken there), against the reference quantizer run on the GPU (its division by a tensor
+   is IEEE on CUDA, as on CPU: DESIGN.md "Facts for kernel authors"). The dynamic mode's codes
+   depend on the scale and x alone, so the half-precision spaces are complete. Tiles holding
+   inf or NaN take the kernel's exact NaN select, the others skip it: the half-precision rows
+   have both kinds (NaN and inf fill two of their 64 tiles), and the float32 row's second half
+   has its inf and NaN patterns made finite (random float32 bits put one in nearly every tile);
 2. time (CUDA-event medians, L2 flushed before each run): the dynamic prologue on bf16
    16384x4096 (ViT-L fc2's input) and 16384x1024 (fc1's), with the GELU fold on 16384x4096, and
-   the static one on 16384x4096, for each (tile elements, elements a thread, division, programs
-   a multiprocessor), beside a device copy of the input (share of the copy's bytes per second:
+   the static one on 16384x4096, for each (tile elements, elements a thread, division, E4M3
+   conversion), beside a device copy of the input (share of the copy's bytes per second:
    target 85%).
 Prints one table; raw results to the JSON path.
 """
@@ -33,12 +38,12 @@ from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic, plan
 from libreyolo.quant import fp8_execute as ref
 from libreyolo.quant import quantizers
 
-#: (tile elements, elements a thread, FMA division, programs a multiprocessor or None for one
-#: tile a program). v2's run (2026-12-01) measured (4096|2048|8192, 16|32, ...) with one tile a
-#: program: 32 elements a thread won and is the default; the persistent programs (each loading
-#: its next tile while it computes this one) came after that run.
-CONFIGS = ((4096, 32, True, None), (4096, 32, False, None), (4096, 16, True, None),
-           (4096, 32, True, 2), (4096, 32, True, 4), (4096, 32, True, 8), (2048, 16, True, 8))
+#: (tile elements, elements a thread, FMA division, hardware E4M3 conversion). v2's run
+#: (2026-12-01) measured (4096|2048|8192, 16|32, ...) with the software rounding: 32 elements a
+#: thread won; persistent programs measured no gain and went (v3). The software row is v2's
+#: kernel as shipped, timed beside the hardware conversion in the same run.
+CONFIGS = ((4096, 32, True, True), (4096, 32, True, False), (4096, 32, False, True),
+           (4096, 16, True, True), (2048, 16, True, True), (8192, 32, True, True))
 SHAPES = (("dynamic bf16 16384x4096", (16384, 4096), False, False),
           ("dynamic bf16 16384x1024", (16384, 1024), False, False),
           ("dynamic+GELU bf16 16384x4096", (16384, 4096), False, True),
@@ -72,6 +77,12 @@ def dynamic_scales(dtype, device, step) -> torch.Tensor:
     return torch.cat([amax / torch.tensor(448.0, device=device), torch.ones(1, device=device)])
 
 
+def finite_patterns(bits: torch.Tensor) -> torch.Tensor:
+    """float32 bit patterns with inf and NaN (exponent all ones) moved one binade down."""
+    special = (bits & 0x7F800000) == 0x7F800000
+    return torch.where(special, bits ^ 0x00800000, bits)
+
+
 def mismatches(x_row, scales, batch=512) -> int:
     bad = 0
     for start in range(0, scales.numel(), batch):
@@ -91,6 +102,8 @@ def verify(gen, device="cuda", step=1, float32_scales=1024) -> dict:
                            "mismatches": mismatches(x, scales),
                            "seconds": time.perf_counter() - start}
     x = torch.randint(-2**31, 2**31 - 1, (1, 1 << 24), generator=gen, dtype=torch.int32)
+    half = x.shape[1] // 2
+    x[:, half:] = finite_patterns(x[:, half:])
     x = x.view(torch.float32).to(device)
     exponents = torch.randint(-140, 120, (float32_scales,), generator=gen).double()
     scales = (torch.rand(float32_scales, generator=gen).double() * 2 ** exponents).float()
@@ -102,33 +115,43 @@ def verify(gen, device="cuda", step=1, float32_scales=1024) -> dict:
 
 def timings(repeats, flush, gen) -> list[dict]:
     rows = []
-    knobs = ("GPU_TILE", "CAST_ELEMENTS_PER_THREAD", "FMA_DIVISION", "CAST_PROGRAMS_PER_SM")
+    knobs = ("GPU_TILE", "CAST_ELEMENTS_PER_THREAD", "FMA_DIVISION", "HARDWARE_E4M3")
     default = tuple(getattr(fp8_launch, knob) for knob in knobs)
     for label, shape, static, gelu in SHAPES:
         x = torch.randn(shape, generator=gen).to(torch.bfloat16).cuda()
         plan = plan_fp8_cast_static(x, torch.tensor(0.01, device="cuda")) if static else \
             plan_fp8_cast_dynamic(x)
+        # fresh random data checked before timing (the GELU fold is not exact: no reference)
+        want = None if gelu else (ref.fp8_cast_static(x, plan.scale) if static else
+                                  ref.fp8_cast_dynamic(x)[0]).view(torch.uint8)
         copy_out = torch.empty_like(x)
         copy_ms = statistics.median(times_ms(lambda o=copy_out, i=x: o.copy_(i), repeats, flush))
         moved = x.numel() * 3 + (0 if static else 4 * shape[0])
         for config in CONFIGS:
             for knob, value in zip(knobs, config, strict=True):
                 setattr(fp8_launch, knob, value)
-            tile, per_thread, fma, per_sm = config
+            tile, per_thread, fma, hardware = config
             warps = max(4, tile // (32 * per_thread))
             run = lambda p=plan, g=gelu: fp8_launch.cast(p, pad_to=16, gelu=g)  # noqa: E731
             try:
-                run()
+                codes = run()[0].view(torch.uint8)[:, :shape[1]]
+                bits_equal = None if want is None else bool(torch.equal(codes, want))
                 ms = statistics.median(times_ms(run, repeats, flush))
             finally:
                 for knob, value in zip(knobs, default, strict=True):
                     setattr(fp8_launch, knob, value)
             share = (moved / ms) / (2 * x.numel() * x.element_size() / copy_ms)
             rows.append({"kernel": label, "tile": tile, "warps": warps, "fma_division": fma,
-                         "programs_per_sm": per_sm, "ms": ms,
+                         "hardware_e4m3": hardware and fp8_launch.hardware_e4m3(x.device),
+                         "bits_equal": bits_equal, "ms": ms,
                          "copy_ms": copy_ms, "bytes": moved, "tb_s": moved / ms / 1e9,
                          "fraction_of_copy": share})
     return rows
+
+
+def save(result: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
 
 
 def main() -> None:
@@ -144,20 +167,26 @@ def main() -> None:
         return
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "capability": torch.cuda.get_device_capability(),
               "default": [fp8_launch.GPU_TILE, fp8_launch.CAST_ELEMENTS_PER_THREAD,
-                          fp8_launch.FMA_DIVISION, fp8_launch.CAST_PROGRAMS_PER_SM]}
+                          fp8_launch.FMA_DIVISION, fp8_launch.HARDWARE_E4M3]}
+    # the bits below are the shipped kernel's: on sm_89+ that is the hardware conversion
+    result["verified_hardware_e4m3"] = fp8_launch.hardware_e4m3(torch.device("cuda"))
+    if torch.cuda.get_device_capability() >= (8, 9) and not result["verified_hardware_e4m3"]:
+        raise SystemExit("sm_89+ but the prologue does not take the hardware E4M3 conversion")
     result["verify"] = verify(gen)
     print(json.dumps(result["verify"], indent=1))
+    save(result, args.results)  # a run cut during the timings keeps its bits
     result["timings"] = timings(args.repeats, flush, gen)
-    with open(args.results, "w") as f:
-        json.dump(result, f, indent=1)
-    print("\n| prologue | tile | warps | division | programs/SM | ms | copy ms | TB/s | share of "
-          "copy |\n|---|---|---|---|---|---|---|---|---|")
+    save(result, args.results)
+    print("\n| prologue | tile | warps | division | E4M3 conversion | bits | ms | copy ms | TB/s "
+          "| share of copy |\n|---|---|---|---|---|---|---|---|---|---|")
     for r in result["timings"]:
         division = "fma" if r["fma_division"] else "div_rn"
-        per_sm = r["programs_per_sm"] or "one tile each"
-        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {division} | {per_sm} | "
-              f"{r['ms']:.4f} | "
+        conversion = "hardware" if r["hardware_e4m3"] else "software"
+        bits = {True: "equal", False: "DIFFER", None: "n/a"}[r["bits_equal"]]
+        print(f"| {r['kernel']} | {r['tile']} | {r['warps']} | {division} | {conversion} | "
+              f"{bits} | {r['ms']:.4f} | "
               f"{r['copy_ms']:.4f} | {r['tb_s']:.2f} | {r['fraction_of_copy']:.0%} |")
 
 

@@ -126,23 +126,55 @@ def test_the_prologue_is_exact_on_every_bfloat16_pattern_under_dynamic_scales(fm
         assert torch.equal(got.cpu().view(torch.uint8), want), f"scale {scale.item()!r}"
 
 
-@pytest.mark.skipif(INTERPRETING, reason="interpreted launches always take two rounds")
-@pytest.mark.parametrize("programs_per_sm", [None, 1, 3])
-def test_persistent_prologue_programs_write_every_tile(programs_per_sm, monkeypatch):
-    """One tile a program, or a few programs each looping over many tiles (the last round
-    ragged): the same bytes and scales as the reference, NaN, inf and zero rows included."""
-    monkeypatch.setattr(fp8_launch, "CAST_PROGRAMS_PER_SM", programs_per_sm)
-    gen = torch.Generator().manual_seed(9)
-    x = (torch.randn((4099, 1000), generator=gen) * 3).to(torch.bfloat16)
-    x[7, :3] = torch.tensor([float("nan"), float("inf"), -0.0])
-    x[4098] = 0
-    codes, scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)), pad_to=16)
+def special_values() -> torch.Tensor:
+    """float32 values where an E4M3 conversion can go wrong, each with both signs: zeros, float32
+    subnormals, E4M3's subnormal grid (k 2^-9) and the midpoints between its points (ties, to
+    even both ways), its rounding threshold 2^-10 and its neighbours, normal ties, the largest
+    value 448 and the values around the clamp (the tie 464 with 512), overflow, inf, NaNs
+    (quiet, signalling, payloads)."""
+    grid = torch.arange(0, 17, dtype=torch.float64) * 2.0 ** -10          # subnormals and ties
+    ties = torch.tensor([1.0625, 1.1875, 3.25, 3.75, 13.0, 15.0, 208.0, 240.0, 416.0, 432.0],
+                        dtype=torch.float64)                               # normal midpoints
+    edges = torch.tensor([2.0 ** -10, 2.0 ** -6, 448.0, 464.0, 480.0, 512.0, 1e30],
+                         dtype=torch.float64)
+    near = torch.cat([edges.float().nextafter(torch.tensor(0.0)),
+                      edges.float().nextafter(torch.tensor(float("inf")))])
+    finite = torch.cat([grid.float(), ties.float(), edges.float(), near,
+                        torch.tensor([1e-45, 1.1754942e-38, 1.1754944e-38, 3.4028235e38])])
+    specials = torch.tensor([0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x7FA00000],
+                            dtype=torch.int32).view(torch.float32)
+    positive = torch.cat([finite, specials])
+    return torch.cat([positive, -positive])
+
+
+@pytest.mark.parametrize("hardware", [True, False], ids=["hardware-e4m3", "software-e4m3"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_both_e4m3_conversions_give_the_reference_codes_on_special_values(dtype, hardware,
+                                                                          monkeypatch):
+    """On sm_89+ the prologue rounds with ``cvt.rn.satfinite.e4m3x2.f32``, elsewhere (and with
+    ``HARDWARE_E4M3 = False``) in software: both give the reference's codes, so they agree bit
+    for bit, on the special values under scales 1, an odd one, one outside the FMA division's
+    range and zero, and in the dynamic mode. Rows 0-63 hold no inf or NaN (the hardware path
+    skips its NaN select in such tiles) and rows 64-127 hold them: separate tiles."""
+    if hardware and (INTERPRETING or torch.cuda.get_device_capability() < (8, 9)):
+        pytest.skip("the E4M3 conversion instruction needs sm_89+ (and no interpreter)")
+    monkeypatch.setattr(fp8_launch, "HARDWARE_E4M3", hardware)
+    assert fp8_launch.hardware_e4m3(torch.device(DEVICE)) == hardware
+    values = special_values().to(dtype)
+    finite = values[values.isfinite()]
+    gen = torch.Generator().manual_seed(10)
+    rows = [finite[torch.randperm(finite.numel(), generator=gen)][:64] for _ in range(64)]
+    rows += [values[torch.randperm(values.numel(), generator=gen)][:64] for _ in range(64)]
+    x = torch.stack(rows)
+    assert x.shape == (128, 64) and x[:64].isfinite().all() and not x[64:].isfinite().all()
+    for scale in [torch.tensor(s) for s in (1.0, 0.3712, 2.0 ** -70, 0.0)]:
+        got, _ = fp8_launch.cast(plan_fp8_cast_static(x.to(DEVICE), scale.to(DEVICE)))
+        want = ref.fp8_cast_static(x, scale).view(torch.uint8)
+        assert torch.equal(got.cpu().view(torch.uint8), want), f"scale {scale.item()!r}"
+    codes, row_scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)))
     want_codes, want_scale = ref.fp8_cast_dynamic(x)
-    assert torch.equal(codes.cpu().view(torch.uint8)[:, :1000], want_codes.view(torch.uint8))
-    assert torch.equal(scale.cpu(), want_scale)
-    static, _ = fp8_launch.cast(plan_fp8_cast_static(x.to(DEVICE), torch.tensor(0.01).to(DEVICE)))
-    want = ref.fp8_cast_static(x, torch.tensor(0.01))
-    assert torch.equal(static.cpu().view(torch.uint8), want.view(torch.uint8))
+    assert torch.equal(codes.cpu().view(torch.uint8), want_codes.view(torch.uint8))
+    assert torch.equal(row_scale.cpu(), want_scale)
 
 
 def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():

@@ -14,7 +14,10 @@ round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits
 the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
 contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes (v1:
 ~55 instructions an element, 32% of a device copy on the H200), so its per-element work is kept
-to the few operations counted in ``fp8_cast_kernel``'s docstring.
+to the few operations counted in ``fp8_cast_kernel``'s docstring. On sm_89+ its rounding and
+byte are the hardware's E4M3 conversion (``_e4m3_code_hardware``, PTX that the interpreter
+cannot run: CI checks the software rounding, the GPU the hardware one, and both equal the
+reference bit for bit).
 """
 
 from __future__ import annotations
@@ -57,6 +60,34 @@ def _e4m3_code(q):
     magic = binade * GRID_MAGIC
     level = (q + magic) - magic
     return (level * E4M3_REBIAS).to(tl.uint32, bitcast=True) >> 20
+
+
+@triton.jit
+def _e4m3_code_hardware(q):
+    """The E4M3 byte of ``q``, a clamped quotient carrying x's sign (in [-448, 448], never NaN),
+    by the conversion instruction of sm_89+, four elements an instance (``pack=4``).
+
+    PTX ISA (7.8+, "Data Movement and Conversion Instructions: cvt"): ``cvt.rn.satfinite.
+    e4m3x2.f32 d, a, b`` converts two float32 values to E4M3 rounding to nearest, ties to even
+    (``.rn``), and packs them into the 16-bit d, a's byte in the upper half and b's in the
+    lower; ``mov.b32 d, {lo, hi}`` puts lo in the lower half. Element 0 is passed as the first
+    pair's b, so the bytes land in element order, lowest first (little-endian: the order they
+    are stored in).
+
+    Where it equals the reference bit for bit (``_quantize_rows`` fences the rest): on
+    [-448, 448] every float32 is finite and within E4M3's range, so the conversion is one
+    round-to-nearest-even onto E4M3's grid, subnormals (k * 2^-9) included, which is the
+    reference's ``round_to_float_grid``; ``.satfinite`` (the syntax requires it) never
+    engages, 448 being E4M3's largest finite value; the format is sign-magnitude and the
+    rounding symmetric, so -v converts to v's byte with the sign bit set, and a negative
+    quotient that rounds to zero (or -0.0) gives 0x80, as the reference's sign bit does.
+    NaN, inf, overflow and a zero scale never reach it (the caller's clamp and selects).
+    Four elements an instance need four a thread: the launcher's tiles hold at least 4096
+    elements over at most 512 threads."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1; "
+        "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3; mov.b32 $0, {lo, hi}; }",
+        "=r,r,r,r,r", [q], dtype=tl.uint8, is_pure=True, pack=4)
 
 
 @triton.jit
@@ -103,20 +134,24 @@ def _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND: tl.
 
 @triton.jit
 def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
-                   DYNAMIC: tl.constexpr, GELU: tl.constexpr, FMA_DIVISION: tl.constexpr):
+                   DYNAMIC: tl.constexpr, GELU: tl.constexpr, FMA_DIVISION: tl.constexpr,
+                   HARDWARE_E4M3: tl.constexpr):
     """Codes (and, ``DYNAMIC``, row scales) of the loaded rows ``x`` = x[r, c]: see
     ``fp8_cast_kernel``."""
     in_rows = r < rows
     if GELU:
         x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
     magnitude = tl.abs(x)
-    if DYNAMIC:
-        # The amax on the magnitudes' bits (non-negative floats order as integers): one max an
-        # element, and no NaN semantics to trust (numpy's max, the interpreter's, mishandles
-        # signalling NaNs). Only a tile holding inf or NaN takes the second, exact pass.
-        bits = magnitude.to(tl.int32, bitcast=True)
+    # Reductions on the magnitudes' bits (non-negative floats order as integers): one max an
+    # element, and no NaN semantics to trust (numpy's max, the interpreter's, mishandles
+    # signalling NaNs). ``special``: the tile holds inf or NaN (bits at or above inf's).
+    bits = magnitude.to(tl.int32, bitcast=True)
+    if DYNAMIC or HARDWARE_E4M3:
         amax_bits = tl.max(bits, axis=1)
-        if tl.max(amax_bits, axis=0) >= FLOAT32_INF_BITS:
+        special = tl.max(amax_bits, axis=0) >= FLOAT32_INF_BITS
+    if DYNAMIC:
+        # only a tile holding inf or NaN takes the second, exact pass of the finite amax
+        if special:
             amax_bits = tl.max(tl.where(bits < FLOAT32_INF_BITS, bits, 0), axis=1)
         row_scale = _amax_to_scale(amax_bits.to(tl.float32, bitcast=True), E4M3_MAX)
         tl.store(row_scale_ptr + r, row_scale, mask=in_rows)
@@ -129,10 +164,20 @@ def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_s
     nan_byte = tl.where(nonzero, 0x7F, 0).to(tl.uint32)
     quotient = tl.minimum(_quotient(magnitude, tl.where(nonzero, scale, 1.0), FMA_DIVISION),
                           limit)
-    sign = (x.to(tl.uint32, bitcast=True) >> 24) & sign_bit
-    byte = tl.where(x != x, nan_byte, _e4m3_code(quotient) | sign)
+    if HARDWARE_E4M3:
+        # x's sign on the clamped quotient (none under a zero scale), so the conversion writes
+        # the sign bit itself; NaN is replaced only in tiles holding one (a select on the
+        # packed bytes costs ~5 instructions an element, ``special`` is one reduction)
+        signed = quotient.to(tl.uint32, bitcast=True) | (x.to(tl.uint32, bitcast=True) &
+                                                         (sign_bit << 24))
+        byte = _e4m3_code_hardware(signed.to(tl.float32, bitcast=True))
+        if special:
+            byte = tl.where(x != x, nan_byte.to(tl.uint8), byte)
+    else:
+        sign = (x.to(tl.uint32, bitcast=True) >> 24) & sign_bit
+        byte = tl.where(x != x, nan_byte, _e4m3_code(quotient) | sign).to(tl.uint8)
     written = in_rows[:, None] & (c < padded_cols)[None, :]
-    tl.store(codes_ptr + r.to(tl.int64)[:, None] * padded_cols + c[None, :], byte.to(tl.uint8),
+    tl.store(codes_ptr + r.to(tl.int64)[:, None] * padded_cols + c[None, :], byte,
              mask=written)
 
 
@@ -141,7 +186,8 @@ def fp8_cast_kernel(
     x_ptr, scale_ptr, codes_ptr, row_scale_ptr,
     rows, cols, padded_cols, x_row_stride, x_col_stride,
     IN_KIND: tl.constexpr, DYNAMIC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False, ROUNDS: tl.constexpr = 1,
+    GELU: tl.constexpr = False, FMA_DIVISION: tl.constexpr = False,
+    HARDWARE_E4M3: tl.constexpr = False,
 ):
     """``codes[r, c]`` = E4M3 byte of ``clamp(round(x[r, c] / scale), -448, 448)`` for
     ``c < cols``, 0 for ``cols <= c < padded_cols``; NaN gives 0x7F, a zero scale +0.
@@ -151,16 +197,15 @@ def fp8_cast_kernel(
     0-dim scale and ``row_scale_ptr`` is not touched. ``x`` is read through its strides;
     ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
 
-    Program p of the first grid axis takes the row tiles p, p + P, ..., p + (ROUNDS - 1) P (P
-    programs; tiles past the last row are masked off) and loads each tile's successor before it
-    quantizes the tile, so the successor's loads are in flight while it computes. With one round
-    (one tile a program) the unused successor load is compiled away.
+    One row tile a program (persistent programs that load their next tile while quantizing this
+    one measured no gain on the H200: benchmarks/NOTES.md, "v2, persistent programs measured").
 
     Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
     arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a
     tensor) and clamped to 448 before rounding (a quotient at or above 448 rounds to at least
-    448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes,
-    and the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
+    448, so clamping first gives the reference's clamp after), ``_e4m3_code`` rounds and encodes
+    (``HARDWARE_E4M3``: the sm_89+ conversion instruction does, ``_e4m3_code_hardware``), and
+    the sign bit is x's own (the quotient of a magnitude by a positive scale has x's sign,
     -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
 
     ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
@@ -168,16 +213,10 @@ def fp8_cast_kernel(
     codes are not bit-exact against a reference.
     """
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    stride = tl.num_programs(0) * BLOCK_R
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     x = _load_rows(x_ptr, r, c, rows, cols, x_row_stride, x_col_stride, IN_KIND)
-    for _ in range(ROUNDS):
-        following = _load_rows(x_ptr, r + stride, c, rows, cols, x_row_stride, x_col_stride,
-                               IN_KIND)
-        _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
-                       DYNAMIC, GELU, FMA_DIVISION)
-        x = following
-        r += stride
+    _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_scale_ptr,
+                   DYNAMIC, GELU, FMA_DIVISION, HARDWARE_E4M3)
 
 
 @triton.jit

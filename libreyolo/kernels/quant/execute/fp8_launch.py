@@ -25,32 +25,31 @@ MAX_BLOCK_C = 1024
 FMA_DIVISION = True
 #: Elements a prologue thread holds: 32 (four warps on a 4096 tile) took 0.077 ms on bf16
 #: 16384x4096 where 16 (eight warps) took 0.084 (H200,
-#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); rows longer than the tile
-#: take more warps (at most 16) rather than more registers.
+#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); with the hardware E4M3
+#: conversion 0.058 against 0.062 (``fp8_prologue_sweep_v4_h200_2026-12-01.json``). Rows longer
+#: than the tile take more warps (at most 16) rather than more registers.
 CAST_ELEMENTS_PER_THREAD = 32
-#: None: one row tile a program (measured: the v2 numbers). A number: that many programs a
-#: multiprocessor, each looping over tiles and loading the next while it computes this one
-#: (``fp8_cast_kernel``); ``benchmarks/sweep_fp8_prologue.py`` times both. Measured: no gain
-#: (58-66% of a copy against 65.5%, benchmarks/NOTES.md), so off; to go with the next re-record.
-CAST_PROGRAMS_PER_SM: int | None = None
-INTERPRETER_CAST_ROUNDS = 2
+#: The prologue rounds and encodes with the E4M3 conversion instruction where the device has
+#: it (``hardware_e4m3``); False forces the software rounding everywhere (the GPU tests and the
+#: sweep compare the two).
+HARDWARE_E4M3 = True
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 
-def _cast_rounds(tiles: int, device: torch.device) -> int:
-    """Row tiles a prologue program takes, a power of two (one kernel compiled per value; the
-    programs of the last round past the rows are masked off). Interpreted: two, so CPU runs
-    exercise the tile loop, odd tile counts' masked last round included."""
-    if interpreting():
-        return INTERPRETER_CAST_ROUNDS if tiles > 1 else 1
-    if CAST_PROGRAMS_PER_SM is None:
-        return 1
-    return next_power_of_2(cdiv(tiles, CAST_PROGRAMS_PER_SM * _multiprocessors(device)))
+def hardware_e4m3(device: torch.device) -> bool:
+    """Whether the prologue on ``device`` takes the hardware E4M3 conversion: PTX
+    ``cvt.rn.satfinite.e4m3x2.f32`` needs an NVIDIA GPU of compute capability 8.9 or later
+    (Ada, Hopper, Blackwell). Never under the interpreter (it cannot run PTX), on ROCm or older
+    GPUs: they take the software rounding, which equals it bit for bit."""
+    if not HARDWARE_E4M3 or interpreting() or device.type != "cuda" or torch.version.hip:
+        return False
+    return _capability(device.index if device.index is not None else
+                       torch.cuda.current_device()) >= (8, 9)
 
 
 @functools.cache
-def _multiprocessors(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
 
 
 def _tile() -> int:
@@ -81,15 +80,14 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
         block_c = next_power_of_2(padded) if dynamic else min(next_power_of_2(padded),
                                                                MAX_BLOCK_C)
         block_r = max(1, tile // block_c)
-        tiles = cdiv(rows, block_r)
-        rounds = _cast_rounds(tiles, x2d.device)
         launch(
-            fp8_cast_kernel, (cdiv(tiles, rounds), cdiv(padded, block_c)),
+            fp8_cast_kernel, (cdiv(rows, block_r), cdiv(padded, block_c)),
             _loaded(x2d), row_scale if dynamic else plan.scale, codes,
             row_scale if dynamic else codes, rows, cols, padded,
             x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
-            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu, ROUNDS=rounds,
+            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
             FMA_DIVISION=FMA_DIVISION and not interpreting(),
+            HARDWARE_E4M3=hardware_e4m3(x2d.device),
             num_warps=min(16, max(4, block_r * block_c // (32 * CAST_ELEMENTS_PER_THREAD))),
             enable_fp_fusion=False,
         )
