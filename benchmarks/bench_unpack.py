@@ -81,7 +81,7 @@ class Row:
     speedup: float
     host_us: float | None
     config: dict  # the kernel's unpack_tiles.toml row (or the sweep's override of it)
-    store_bytes: int  # what a thread stores at a time: 16 bytes, or a scale group's outputs
+    scale_per_group: bool  # the row's scale_per_group applied (a group is several stores)
 
 
 def bytes_moved(plan: UnpackPlan) -> int:
@@ -139,7 +139,6 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
     args = packed_arguments(slot, pack_args, SIZES[size], gen)
     plan = PLANNERS[slot](*args, dtype=dtype)
     equal = bits_equal(slot, args, plan, checked_rows)
-    tiling = plan.work.tiling
     quartiles = tuple(statistics.quantiles(times_ms(lambda: run(plan), repeats, flush), n=4))
     kernel = quartiles[1]
     source = torch.empty((plan.work.rows, plan.work.in_features), dtype=dtype, device="cuda")
@@ -156,8 +155,7 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
     launches = count_launches(lambda: slot_call(*args, dtype=dtype))
     return Row(label, dtype_name, size, equal, launches, kernel, quartiles, [kernel], copy, ref,
                moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host,
-               asdict(plan.work.config),
-               tiling.vector * tiling.fields * torch.empty((), dtype=dtype).element_size())
+               asdict(plan.work.config), plan.work.tiling.scale_per_group)
 
 
 def table(rows: list[Row]) -> str:

@@ -58,8 +58,8 @@ def toml_rows(picks: dict) -> str:
     out = []
     for (fmt, dtype), row in picks.items():
         config = row["config"]
-        # per group where it applied (wider stores); elsewhere the option changed nothing
-        per_group = config["scale_per_group"] and row["store_bytes"] > 16
+        # per group where it applied; elsewhere (a group of one store) it changed nothing
+        per_group = row["scale_per_group"]
         out.append(f"[{names.get(fmt, fmt)}.{dtype}]  # {row['fraction_of_copy']:.1%} of the copy\n"
                    f"tile_bytes = {config['tile_bytes']}\nnum_warps = {config['num_warps']}\n"
                    f"scale_per_group = {str(per_group).lower()}\n")
