@@ -81,7 +81,6 @@ class Row:
     speedup: float
     host_us: float | None
     config: dict  # the kernel's unpack_tiles.toml row (or the sweep's override of it)
-    scale_per_group: bool  # the row's scale_per_group applied (a group is several stores)
 
 
 def bytes_moved(plan: UnpackPlan) -> int:
@@ -155,7 +154,7 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
     launches = count_launches(lambda: slot_call(*args, dtype=dtype))
     return Row(label, dtype_name, size, equal, launches, kernel, quartiles, [kernel], copy, ref,
                moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host,
-               asdict(plan.work.config), plan.work.tiling.scale_per_group)
+               asdict(plan.work.config))
 
 
 def table(rows: list[Row]) -> str:
@@ -197,8 +196,6 @@ def main() -> None:
     # anything is planned, so kept plans all have it
     parser.add_argument("--tile-bytes", type=int, help="every row's output bytes per program")
     parser.add_argument("--num-warps", type=int, help="every row's warps per program")
-    parser.add_argument("--scale-per-group", choices=("true", "false"),
-                        help="every row's scale_per_group")
     parser.add_argument("--checked-rows", type=int, default=CHECKED_ROWS,
                         help="rows checked bit for bit against the CPU reference")
     parser.add_argument("--compile-only", action="store_true",
@@ -206,9 +203,8 @@ def main() -> None:
                              "processes started in parallel can compile for later timed ones")
     options = parser.parse_args()
     overrides = {name: value for name, value in (
-        ("tile_bytes", options.tile_bytes), ("num_warps", options.num_warps),
-        ("scale_per_group", None if options.scale_per_group is None
-         else options.scale_per_group == "true")) if value is not None}
+        ("tile_bytes", options.tile_bytes), ("num_warps", options.num_warps))
+        if value is not None}
     if overrides:
         unpack_tiles.TILES = {key: unpack_tiles.row_config(
             f"the sweep's options for [{key[0]}.{key[1]}]", {**asdict(row), **overrides})

@@ -109,21 +109,19 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
         # v4: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
-        # (tile bytes x warps x a scale decoded per 16-byte store or per group), each in its own
-        # process (plans are kept per process), the likeliest first (a run cut by BUDGET keeps
+        # (tile bytes x warps; SWEEP_TILES, SWEEP_WARPS), each in its own process (plans are kept per process), the likeliest first (a run cut by BUDGET keeps
         # what it measured). The processes first compile in parallel (--compile-only fills
         # Triton's cache), then run one after the other on the quiet GPU; sweep_unpack_tiles.py
         # gathers them into one JSON (a call returns at most 8 files) and prints the picks.
         sweep="$OUT/sweep-unpack"
         mkdir -p "$sweep"
         configs=()
-        for warps in 8 4; do for tile in 16384 8192 32768; do for group in false true; do
-            configs+=("$tile $warps $group")
-        done; done; done
-        sweep_args() {  # args: the bench_unpack.py options of the configuration "TILE WARPS GROUP"
-            read -r tile warps group <<<"$1"
-            args=(--sizes 4096x4096 --tile-bytes "$tile" --num-warps "$warps" \
-                --scale-per-group "$group")
+        for warps in ${SWEEP_WARPS:-8 4}; do for tile in ${SWEEP_TILES:-16384 8192 32768}; do
+            configs+=("$tile $warps")
+        done; done
+        sweep_args() {  # args: the bench_unpack.py options of the configuration "TILE WARPS"
+            read -r tile warps <<<"$1"
+            args=(--sizes 4096x4096 --tile-bytes "$tile" --num-warps "$warps")
         }
         limit=$((BUDGET - SECONDS - 10)); ((limit > 100)) && limit=100
         start=$SECONDS

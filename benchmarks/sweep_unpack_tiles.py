@@ -18,8 +18,7 @@ from pathlib import Path
 
 
 def config_label(config: dict) -> str:
-    group = "per group" if config["scale_per_group"] else "per 16 B store"
-    return f"{config['tile_bytes'] // 1024} KB, {config['num_warps']} warps, scale {group}"
+    return f"{config['tile_bytes'] // 1024} KB, {config['num_warps']} warps"
 
 
 def best(runs: dict) -> dict[tuple[str, str], dict]:
@@ -58,11 +57,8 @@ def toml_rows(picks: dict) -> str:
     out = []
     for (fmt, dtype), row in picks.items():
         config = row["config"]
-        # per group where it applied; elsewhere (a group of one store) it changed nothing
-        per_group = row["scale_per_group"]
         out.append(f"[{names.get(fmt, fmt)}.{dtype}]  # {row['fraction_of_copy']:.1%} of the copy\n"
-                   f"tile_bytes = {config['tile_bytes']}\nnum_warps = {config['num_warps']}\n"
-                   f"scale_per_group = {str(per_group).lower()}\n")
+                   f"tile_bytes = {config['tile_bytes']}\nnum_warps = {config['num_warps']}\n")
     return "\n".join(out)
 
 

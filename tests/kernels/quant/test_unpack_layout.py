@@ -1,7 +1,6 @@
 """The unpack kernel's stores are coalesced: compiled for an H200 (sm_90) on the CPU, without a
-GPU, warp 0's first 16-byte stores cover one contiguous 512-byte span; with a scale decoded per
-group (``unpack_tiles.toml``'s ``scale_per_group``) they are the first 16 bytes of 32 consecutive
-groups, each thread holding its group's other stores. No tile goes through shared memory.
+GPU, warp 0's first 16-byte stores cover one contiguous 512-byte span, and no tile goes through
+shared memory; each at its ``unpack_tiles.toml`` row's warps.
 
 Why a test: Triton gives a store the thread layout its pointers' contiguity suggests and orders
 dimensions of equal contiguity by their index. A tile laid out [rows, groups, vectors, vector]
@@ -23,7 +22,6 @@ from triton.backends import backends  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from libreyolo.kernels.quant.execute import unpack_plan, unpack_tiles  # noqa: E402
 from libreyolo.kernels.quant.execute.unpack_kernels import unpack_kernel  # noqa: E402
 from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS  # noqa: E402
 from libreyolo.kernels.settings import interpreting  # noqa: E402
@@ -74,22 +72,9 @@ def _store_layout(ttgir: str) -> tuple[list[int], ...]:
     return field("sizePerThread"), field("threadsPerWarp"), field("order"), shape
 
 
-@pytest.fixture(params=["shipped", "per group"])
-def rows(request, monkeypatch):
-    """The shipped ``unpack_tiles.toml``, and its rows with a scale decoded per group (the
-    wider stores), each at its tile size and warps; plans made under other rows dropped."""
-    if request.param == "per group":
-        monkeypatch.setattr(unpack_tiles, "TILES", {
-            key: unpack_tiles.TileConfig(row.tile_bytes, row.num_warps, True)
-            for key, row in unpack_tiles.TILES.items()})
-    unpack_plan._CACHE.clear()
-    yield request.param
-    unpack_plan._CACHE.clear()
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("slot, pack_args", FORMATS, ids=[f"{s}{a}" for s, a in FORMATS])
-def test_a_warps_first_stores_cover_one_contiguous_span_or_32_groups(slot, pack_args, dtype, rows):
+def test_a_warps_first_stores_cover_one_contiguous_512_byte_span(slot, pack_args, dtype):
     pack = getattr(packing, slot.replace("unpack_", "pack_"))
     plan = PLANNERS[slot](*pack(torch.zeros(4096, 4096), *pack_args), dtype=dtype)
     tiling = plan.work.tiling
@@ -103,15 +88,9 @@ def test_a_warps_first_stores_cover_one_contiguous_span_or_32_groups(slot, pack_
         for dim in order:
             coordinate[dim] = rest % lanes[dim] * per_thread[dim] % shape[dim]
             rest //= lanes[dim]
-        if tiling.scale_per_group:  # the kernel's [groups, vectors, rows, vector]
-            group, vector, row, word = coordinate
-        else:  # [vectors, groups, rows, vector]
-            vector, group, row, word = coordinate
+        vector, group, row, word = coordinate  # the kernel's [vectors, groups, rows, vector]
         offset = row * tiling.words + group * tiling.group_words + vector * tiling.vector + word
         starts.append(offset * word_bytes)
     chunk = per_thread[3] * word_bytes
     assert chunk == 16, (per_thread, word_bytes)
-    assert tiling.scale_per_group == (plan.work.config.scale_per_group
-                                      and tiling.group_words > tiling.vector)
-    stride = tiling.group_words * word_bytes if tiling.scale_per_group else chunk
-    assert sorted(starts) == list(range(min(starts), min(starts) + 32 * stride, stride)), starts
+    assert sorted(starts) == list(range(min(starts), min(starts) + 32 * chunk, chunk)), starts

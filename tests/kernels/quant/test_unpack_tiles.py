@@ -14,7 +14,7 @@ def _text(rows: dict[tuple[str, str], str]) -> str:
     return "\n".join(f"[{fmt}.{dtype}]\n{body}" for (fmt, dtype), body in rows.items())
 
 
-VALID = "tile_bytes = 16384\nnum_warps = 4\nscale_per_group = true\n"
+VALID = "tile_bytes = 16384\nnum_warps = 4\n"
 COMPLETE = {(fmt, dtype): VALID for fmt in FORMATS for dtype in DTYPES}
 
 
@@ -23,26 +23,24 @@ def test_the_shipped_file_has_a_valid_row_for_every_format_and_dtype():
 
 
 def test_a_complete_file_parses_to_its_rows():
-    assert parse(_text(COMPLETE)) == {key: TileConfig(16384, 4, True) for key in COMPLETE}
+    assert parse(_text(COMPLETE)) == {key: TileConfig(16384, 4) for key in COMPLETE}
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("tile_bytes = 12288\nnum_warps = 4\nscale_per_group = true\n",
+    ("tile_bytes = 12288\nnum_warps = 4\n",
      r"\[nvfp4\.bfloat16\]\.tile_bytes must be a power-of-two int from 4096 to 65536, got 12288"),
-    ("tile_bytes = 2048\nnum_warps = 4\nscale_per_group = true\n",
+    ("tile_bytes = 2048\nnum_warps = 4\n",
      r"\[nvfp4\.bfloat16\]\.tile_bytes .* got 2048"),
-    ("tile_bytes = 131072\nnum_warps = 4\nscale_per_group = true\n",
+    ("tile_bytes = 131072\nnum_warps = 4\n",
      r"\[nvfp4\.bfloat16\]\.tile_bytes .* got 131072"),
-    ("tile_bytes = '16384'\nnum_warps = 4\nscale_per_group = true\n",
+    ("tile_bytes = '16384'\nnum_warps = 4\n",
      r"\[nvfp4\.bfloat16\]\.tile_bytes .* got '16384'"),
-    ("tile_bytes = 16384\nnum_warps = 3\nscale_per_group = true\n",
+    ("tile_bytes = 16384\nnum_warps = 3\n",
      r"\[nvfp4\.bfloat16\]\.num_warps must be one of \(1, 2, 4, 8, 16\), got 3"),
-    ("tile_bytes = 16384\nnum_warps = true\nscale_per_group = true\n",
+    ("tile_bytes = 16384\nnum_warps = true\n",
      r"\[nvfp4\.bfloat16\]\.num_warps must be one of .* got True"),
-    ("tile_bytes = 16384\nnum_warps = 4\nscale_per_group = 1\n",
-     r"\[nvfp4\.bfloat16\]\.scale_per_group must be true or false, got 1"),
-    ("tile_bytes = 16384\nnum_warps = 4\n",
-     r"\[nvfp4\.bfloat16\] must have exactly the keys .* missing \['scale_per_group'\]"),
+    ("tile_bytes = 16384\n",
+     r"\[nvfp4\.bfloat16\] must have exactly the keys .* missing \['num_warps'\]"),
     (VALID + "vector = 4\n",
      r"\[nvfp4\.bfloat16\] must have exactly the keys .* unknown \['vector'\]"),
 ])

@@ -184,16 +184,9 @@ def tile_rows(monkeypatch):
     unpack_plan._CACHE.clear()
 
 
-def _int_table(bits: int) -> tuple:
-    """Every field against every hostile scale in groups of 16: a power-of-two number of words,
-    so a scale per group can apply (``int_grouped_tables``' groups of 24 cannot)."""
-    codes, scale, _, _, _ = next(t for t in int_grouped_tables() if t[2] == bits)
-    in_features = 256 * (8 // bits)
-    return (codes, scale[:, :1].repeat(1, in_features // 16).contiguous(), bits, 16, in_features)
-
-
 #: An input of each format of unpack_tiles.toml: (slot, arguments).
-TABLE_INPUTS = {f"int{b}": lambda b=b: ("unpack_int_grouped", _int_table(b)) for b in (2, 4, 8)}
+TABLE_INPUTS = {f"int{b}": lambda b=b: ("unpack_int_grouped", next(
+    t for t in int_grouped_tables() if t[2] == b)) for b in (2, 4, 8)}
 TABLE_INPUTS |= {"nvfp4": lambda: ("unpack_nvfp4", nvfp4_tables()[16]),
                  "mxfp4": lambda: ("unpack_mxfp4", mx_table("unpack_mxfp4")),
                  "mxfp8": lambda: ("unpack_mxfp8", mx_table("unpack_mxfp8"))}
@@ -203,8 +196,8 @@ def test_every_row_of_the_tiles_file_is_taken_by_its_format_and_dtype(tile_rows)
     """Each row of the shipped file, given a configuration no other row has, is the one the
     plan of its format and dtype carries, and the kernel run under it equals the reference."""
     shipped = unpack_tiles.TILES
-    configs = [unpack_tiles.TileConfig(4096 << (i % 5), unpack_tiles.WARP_COUNTS[i // 5 % 5],
-                                       i // 25 % 2 == 0) for i in range(len(shipped))]
+    configs = [unpack_tiles.TileConfig(4096 << (i % 5), unpack_tiles.WARP_COUNTS[i // 5 % 5])
+               for i in range(len(shipped))]
     assert len(set(configs)) == len(shipped)
     tile_rows(dict(zip(shipped, configs, strict=True)))
     taken = set()
@@ -217,23 +210,3 @@ def test_every_row_of_the_tiles_file_is_taken_by_its_format_and_dtype(tile_rows)
                          getattr(reference, slot)(*args, dtype=dtype))
         taken.add((fmt, dtype_name))
     assert taken == set(shipped)
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("per_group", [False, True], ids=["scale per store", "scale per group"])
-def test_a_scale_decoded_per_group_or_per_store_gives_the_reference_bits(per_group, dtype,
-                                                                           tile_rows):
-    """Both scale layouts, on every row, bit for bit: NVFP4 on every hostile tensor scale, the
-    MX tables, integers in groups of 16; a scale per group must apply where it can."""
-    tile_rows({key: unpack_tiles.TileConfig(row.tile_bytes, row.num_warps, per_group)
-               for key, row in unpack_tiles.TILES.items()})
-    cases = [("unpack_nvfp4", args) for args in nvfp4_tables()]
-    cases += [(slot, mx_table(slot)) for slot in ("unpack_mxfp4", "unpack_mxfp8")]
-    cases += [("unpack_int_grouped", _int_table(bits)) for bits in (2, 4, 8)]
-    applied = 0
-    for slot, args in cases:
-        plan = _triton(slot).accepts(*_on_device(args), dtype=dtype)
-        applied += plan.work.tiling.scale_per_group
-        assert_same_bits(_triton(slot).fn(*_on_device(args), dtype=dtype, prepared=plan).cpu(),
-                         getattr(reference, slot)(*args, dtype=dtype))
-    assert (applied > 0) == per_group, applied

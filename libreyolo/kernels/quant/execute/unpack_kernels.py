@@ -12,11 +12,10 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   stores, no gather and no shuffle through shared memory;
 - scales per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
   and a scale is loaded and decoded once per 16-byte store (a warp's lanes walk a group's
-  stores), or, where the row of ``unpack_tiles.toml`` says ``scale_per_group``, once per group
-  (``SCALE_PER_GROUP``: a thread holds all of a group's stores, and the lanes walk groups; NVFP4's
-  scale is two decodes and a multiply, E4M3 block scale times the float32 tensor scale). Where a
-  group is not a power-of-two number of words (int groups of 5, 7, ...), ``BLOCK_G`` is 1 and
-  ``SCALE_PER_WORD`` loads one scale per word instead;
+  stores, so each holds one; a thread holding a whole group, lanes along groups, decoded it once
+  but made each warp store span 32 groups: 17-72% of the copy on the H200, benchmarks/NOTES.md
+  "bench_unpack.py v4"). Where a group is not a power-of-two number of words (int groups of 5,
+  7, ...), ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
 - fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
   and E4M3 sign and magnitude placed so that they read as a fixed power of two times the value;
   integers as offset binary in the mantissa of 2^23), never a float8 cast, which the interpreter
@@ -25,7 +24,7 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
   which the compiler folds into one shift-and-add;
 - NaN rules (below) cost a test and a select per element only where the format lets a NaN
-  appear; what depends only on the scale (its NaN's bits) is computed per group.
+  appear; what depends only on the scale (its NaN's bits) is computed with the scale.
 
 Exactness rules (DESIGN.md, "Facts for kernel authors"):
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor
@@ -208,7 +207,6 @@ def unpack_kernel(
     FORMAT: tl.constexpr, BITS: tl.constexpr, GROUP: tl.constexpr, OUT_KIND: tl.constexpr,
     FIELDS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_G: tl.constexpr,
     GROUP_WORDS: tl.constexpr, VECTOR: tl.constexpr, SCALE_PER_WORD: tl.constexpr,
-    SCALE_PER_GROUP: tl.constexpr,
 ):
     """Words ``[r, w]`` of the ``(rows, words)`` output, ``BLOCK_R`` rows by ``BLOCK_G`` groups of
     ``GROUP_WORDS`` words per program: word ``w`` holds outputs ``w * FIELDS ...`` in its
@@ -220,16 +218,12 @@ def unpack_kernel(
     ``out`` is contiguous; codes and scales are read through their strides.
 
     The tile's dimensions are ``[GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]``, ``VECTOR``
-    words being one 16-byte store (``SCALE_PER_GROUP``: ``[BLOCK_G, GROUP_WORDS // VECTOR,
-    BLOCK_R, VECTOR]``, see below). Triton gives each load and store a thread layout from its own
+    words being one 16-byte store. Triton gives each load and store a thread layout from its own
     pointers' contiguity: with ``VECTOR`` contiguous code bytes and words innermost, both get the
     same one (a flat group dimension would give a byte load 16 per thread and a shuffle through
     shared memory). It orders the other dimensions, equally non-contiguous, by their index, so
-    a warp's lanes walk the group's vectors, then groups, then rows: one contiguous span of 32
-    vectors per warp store, 512 bytes for 16-byte vectors (rows first, measured, spread a warp's
-    stores over 17-26 KB). With groups first, the same rule puts the lanes along groups and a
-    group's vectors in one thread's registers, which then shares the group's scale (a warp
-    store covers 32 groups' first 16 bytes: the coalescing given for one scale decode per group).
+    a warp's lanes walk the group's vectors, then groups, then rows: one contiguous 512-byte span
+    per warp store (rows first, measured, spread a warp's stores over 17-26 KB).
     """
     PER_BYTE: tl.constexpr = 8 // BITS
     WORDS_PER_BYTE: tl.constexpr = PER_BYTE // FIELDS
@@ -238,17 +232,12 @@ def unpack_kernel(
     col_programs = tl.cdiv(words, BLOCK_G * GROUP_WORDS)
     r = tl.program_id(0) // col_programs * BLOCK_R + tl.arange(0, BLOCK_R)
     g = tl.program_id(0) % col_programs * BLOCK_G + tl.arange(0, BLOCK_G)
-    # dimensions [GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR], or with SCALE_PER_GROUP
-    # [BLOCK_G, GROUP_WORDS // VECTOR, BLOCK_R, VECTOR]: see the docstring
+    # dimensions [GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]: see the docstring
     r64 = r.to(tl.int64)[None, None, :, None]
     row_valid = (r < rows)[None, None, :, None]
-    vectors = tl.arange(0, GROUP_WORDS // VECTOR) * VECTOR
-    if SCALE_PER_GROUP:
-        group_w = g[:, None, None, None] * GROUP_WORDS  # a group's first word
-        w = group_w + vectors[None, :, None, None] + tl.arange(0, VECTOR)[None, None, None, :]
-    else:
-        group_w = g[None, :, None, None] * GROUP_WORDS
-        w = group_w + vectors[:, None, None, None] + tl.arange(0, VECTOR)[None, None, None, :]
+    group_w = g[None, :, None, None] * GROUP_WORDS  # a group's first word
+    w = (group_w + tl.arange(0, GROUP_WORDS // VECTOR)[:, None, None, None] * VECTOR
+         + tl.arange(0, VECTOR)[None, None, None, :])
     valid = row_valid & (w < words)
     byte = tl.load(codes_ptr + r64 * codes_row_stride + (w // WORDS_PER_BYTE) * codes_col_stride,
                    mask=valid, other=0)
@@ -262,8 +251,6 @@ def unpack_kernel(
     # vectors (a [.., 1]-shaped tile then gets the words' thread layout: no shuffle between them)
     if SCALE_PER_WORD:
         scale_w = w
-    elif SCALE_PER_GROUP:
-        scale_w = group_w  # [BLOCK_G, 1, 1, 1]: one per group, in the thread that holds it
     else:
         scale_w = group_w + tl.zeros([GROUP_WORDS // VECTOR, 1, 1, 1], tl.int32)
     scale_raw = tl.load(scale_ptr + r64 * scale_row_stride

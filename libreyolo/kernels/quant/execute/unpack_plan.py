@@ -81,10 +81,7 @@ class Tiling:
     """How the kernel covers the output: ``words`` words of ``fields`` outputs per row; a program
     per ``block_r`` rows by ``block_g`` scale groups of ``group_words`` words (or, with
     ``scale_per_word``, by one row piece of ``group_words`` words with a scale load per word),
-    in 16-byte stores of ``vector`` words; ``programs`` of them on a 1-D grid. With
-    ``scale_per_group`` a thread holds all of a group's stores and decodes its scale once
-    (the lanes of a warp then walk groups), else the lanes walk a group's stores and each
-    decodes the scale."""
+    in 16-byte stores of ``vector`` words; ``programs`` of them on a 1-D grid."""
 
     fields: int
     words: int
@@ -93,7 +90,6 @@ class Tiling:
     group_words: int
     vector: int
     scale_per_word: bool
-    scale_per_group: bool
     programs: int
 
 
@@ -105,8 +101,7 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
            dtype: torch.dtype, config: TileConfig) -> Tiling:
     """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
     that divides the row and the group, so that words are stored whole and share one scale;
-    groups of a power-of-two number of words become the tile's middle dimension. A scale is
-    decoded per group (``config.scale_per_group``) where a group is more than one store."""
+    groups of a power-of-two number of words become the tile's middle dimension."""
     out_bits = 32 if dtype == torch.float32 else 16
     tile_bytes = min(config.tile_bytes, max(MIN_TILE_BYTES, _next_power_of_2(
         rows * in_features * out_bits // 8 // MIN_PROGRAMS)))
@@ -124,16 +119,14 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
     block_r = max(1, min(_next_power_of_2(rows), tile_words // (block_g * group_words)))
     programs = -(-rows // block_r) * -(-words // (block_g * group_words))
     vector = min(128 // (fields * out_bits), group_words)  # words per 16-byte store
-    per_group = config.scale_per_group and not scale_per_word and group_words > vector
-    return Tiling(fields, words, block_r, block_g, group_words, vector, scale_per_word, per_group,
-                  programs)
+    return Tiling(fields, words, block_r, block_g, group_words, vector, scale_per_word, programs)
 
 
 @dataclass(eq=False, slots=True)
 class Work:
     """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
     of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
-    its ``unpack_tiles.toml`` row (``config``: tile size, warps, scale per group), its tiling,
+    its ``unpack_tiles.toml`` row (``config``: tile size and warps), its tiling,
     the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes it) and the
     kernel's arguments after the four pointers (``kernel_args``: sizes, strides, constants); the
     reason the kernel declines it whatever the call (or None); whether it runs
@@ -243,7 +236,7 @@ def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dty
     tiles = tiling(fmt, bits, group, rows, in_features, dtype, config)
     kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
                    int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
-                   tiles.group_words, tiles.vector, tiles.scale_per_word, tiles.scale_per_group)
+                   tiles.group_words, tiles.vector, tiles.scale_per_word)
     tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
     return Work(fmt, bits, group, rows, in_features, dtype, codes.device, config, tiles,
                 (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting())

@@ -31,14 +31,10 @@ TILES_FILE = Path(__file__).with_name("unpack_tiles.toml")
 @dataclass(frozen=True, slots=True)
 class TileConfig:
     """One row: the output bytes a program writes (smaller outputs get smaller tiles, see
-    ``unpack_plan.tiling``); the warps per program; and whether a thread writes a whole scale
-    group, so that it decodes the group's scale once instead of once per 16-byte store (taken
-    where a group's outputs fit ``unpack_plan.MAX_GROUP_STORE_BYTES``; stores are then wider
-    than 16 bytes, so a warp's one store instruction covers a span of 32 groups)."""
+    ``unpack_plan.tiling``) and the warps per program."""
 
     tile_bytes: int
     num_warps: int
-    scale_per_group: bool
 
 
 def row_config(where: str, table: object) -> TileConfig:
@@ -51,16 +47,14 @@ def row_config(where: str, table: object) -> TileConfig:
     if missing or unknown:
         raise ValueError(f"{where} must have exactly the keys {names}: "
                          f"missing {sorted(missing)}, unknown {sorted(unknown)}")
-    tile_bytes, num_warps, per_group = (table[n] for n in names)
+    tile_bytes, num_warps = (table[n] for n in names)
     if (type(tile_bytes) is not int or tile_bytes & (tile_bytes - 1)
             or not MIN_TILE_BYTES <= tile_bytes <= MAX_TILE_BYTES):
         raise ValueError(f"{where}.tile_bytes must be a power-of-two int from {MIN_TILE_BYTES} "
                          f"to {MAX_TILE_BYTES}, got {tile_bytes!r}")
     if type(num_warps) is not int or num_warps not in WARP_COUNTS:
         raise ValueError(f"{where}.num_warps must be one of {WARP_COUNTS}, got {num_warps!r}")
-    if type(per_group) is not bool:
-        raise ValueError(f"{where}.scale_per_group must be true or false, got {per_group!r}")
-    return TileConfig(tile_bytes, num_warps, per_group)
+    return TileConfig(tile_bytes, num_warps)
 
 
 def parse(text: str, source: str = "unpack_tiles.toml") -> dict[tuple[str, str], TileConfig]:
