@@ -13,7 +13,7 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
 - scales per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
   and a scale is loaded and decoded once per 16-byte store (a warp's lanes walk a group's
   stores, so each holds one; a thread holding a whole group, lanes along groups, decoded it once
-  but made each warp store span 32 groups: 17-72% of the copy on the H200, benchmarks/NOTES.md
+  but made each warp store span 32 groups: 16-73% of the copy on the H200, benchmarks/NOTES.md
   "bench_unpack.py v4"). Where a group is not a power-of-two number of words (int groups of 5,
   7, ...), ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
 - fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
