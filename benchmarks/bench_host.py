@@ -1,5 +1,5 @@
 """Host time of the slot call path (issue #12): the registry's own overhead, and each fake-quant
-slot's per-call host time on a 64K-element tensor.
+and unpack slot's per-call host time on a 64K-element tensor.
 
     python benchmarks/bench_host.py RESULTS.json [--calls 2000] [--rounds 7] [--profile PROF.txt]
 
@@ -17,6 +17,10 @@ slot's per-call host time on a 64K-element tensor.
    row reports the median over rounds and the median of its ratio to ``torch.neg`` in the same
    round. Each row also says which implementation ran and whether a steady-state call
    synchronizes (one call under ``torch.cuda.set_sync_debug_mode("error")``). Target <= 30 us.
+   The unpack slots (``UNPACK_CALLS``: each packed format to bfloat16, a 256x256 weight) are
+   timed in the same rounds: bench_unpack.py timed them one row after another at 4096x4096,
+   where the host drifted between rows and each call's 15-25 µs of GPU work was as long as its
+   host time, so a back-to-back loop could wait on the GPU.
 3. ``--profile``: a cProfile table (top functions by own time) of each fake-quant call, to place
    the time that remains: our code, Triton's launcher, torch.
 
@@ -48,6 +52,14 @@ SHAPE = (256, 256)  # 64K elements
 REGISTRY_TARGET_US = 5.0
 CALL_TARGET_US = 30.0
 NOOP_SLOT = "ms_deform_attn"
+#: (label, slot, pack arguments after the weight): bench_unpack.py's formats, to bfloat16.
+UNPACK_CALLS = (
+    ("unpack int4 g128 -> bf16", "unpack_int_grouped", (4, 128)),
+    ("unpack int8 g128 -> bf16", "unpack_int_grouped", (8, 128)),
+    ("unpack nvfp4 -> bf16", "unpack_nvfp4", ()),
+    ("unpack mxfp4 -> bf16", "unpack_mxfp4", ()),
+    ("unpack mxfp8 -> bf16", "unpack_mxfp8", ()),
+)
 
 
 def per_call_us(fn, calls: int, rounds: int, cuda: bool) -> tuple[float, list[float]]:
@@ -150,17 +162,30 @@ def interleaved_us(fns: list, calls: int, rounds: int) -> list[list[float]]:
     return times
 
 
-def fake_quant_calls(calls: int, rounds: int, profile: Path | None) -> list[dict]:
+def unpack_arguments(slot: str, pack_args: tuple, gen: torch.Generator) -> tuple[tuple, dict]:
+    """A packed ``SHAPE`` weight (the packer's own output) and bfloat16 as the output dtype."""
+    from libreyolo.quant import packing
+
+    weight = torch.randn(SHAPE, device=gen.device, generator=gen)
+    packed = getattr(packing, slot.replace("unpack_", "pack_"))(weight, *pack_args)
+    return tuple(packed), {"dtype": torch.bfloat16}
+
+
+def slot_calls(calls: int, rounds: int, profile: Path | None) -> tuple[list[dict], list[dict]]:
+    """The fake-quant calls and the unpack calls, timed in the same interleaved rounds."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     floor_x = torch.randn(SHAPE, device="cuda", generator=gen)
-    table = tomllib.loads(CALLS_FILE.read_text())["call"]
-    fns, inputs = [lambda: torch.neg(floor_x)], []
-    for call in table:
-        args, kwargs = arguments(call, gen)
+    table = [dict(call) for call in tomllib.loads(CALLS_FILE.read_text())["call"]]
+    inputs = [arguments(call, gen) for call in table]
+    fake_quant = len(table)
+    for label, slot, pack_args in UNPACK_CALLS:
+        table.append({"label": label, "slot": slot})
+        inputs.append(unpack_arguments(slot, pack_args, gen))
+    fns = [lambda: torch.neg(floor_x)]
+    for call, (args, kwargs) in zip(table, inputs, strict=True):
         slot_call = getattr(ops, call["slot"])
         fns.append(lambda slot_call=slot_call, args=args, kwargs=kwargs: slot_call(*args,
                                                                                   **kwargs))
-        inputs.append((args, kwargs))
     neg_rounds, *call_rounds = interleaved_us(fns, calls, rounds)
     rows, profiles = [], []
     for call, fn, (args, kwargs), all_rounds in zip(table, fns[1:], inputs, call_rounds,
@@ -179,7 +204,7 @@ def fake_quant_calls(calls: int, rounds: int, profile: Path | None) -> list[dict
                             + profile_table(fn, calls))
     if profile is not None:
         profile.write_text("\n".join(profiles))
-    return rows
+    return rows[:fake_quant], rows[fake_quant:]
 
 
 def main() -> None:
@@ -196,9 +221,10 @@ def main() -> None:
                     "cpu": platform.processor() or platform.machine()},
         "calls": options.calls, "rounds": options.rounds,
         "registry": registry_overhead(options.calls, options.rounds),
-        "fake_quant": fake_quant_calls(options.calls, options.rounds, options.profile)
-        if cuda else "skipped: no CUDA device",
     }
+    fake_quant, unpack = slot_calls(options.calls, options.rounds, options.profile) if cuda \
+        else ("skipped: no CUDA device",) * 2
+    results |= {"fake_quant": fake_quant, "unpack": unpack}
     options.results.write_text(json.dumps(results, indent=1) + "\n")
     print("| registry dispatch | dispatch µs | direct call µs | overhead µs | <= 5 µs |")
     print("|---|---|---|---|---|")
@@ -206,12 +232,12 @@ def main() -> None:
         print(f"| {row['case']} | {row['dispatch_us']:.2f} | {row['direct_us']:.2f} | "
               f"{row['overhead_us']:.2f} | {'yes' if row['met'] else 'NO'} |")
     if not cuda:
-        print("\nfake-quant calls: skipped, no CUDA device")
+        print("\nfake-quant and unpack calls: skipped, no CUDA device")
         return
-    print("\n| call (64K float32) | implementation | host µs per call | torch.neg µs | "
-          "torch.negs | steady-state sync | <= 30 µs |")
+    print("\n| call (64K float32; unpack: 64K bfloat16 out) | implementation | host µs per call "
+          "| torch.neg µs | torch.negs | steady-state sync | <= 30 µs |")
     print("|---|---|---|---|---|---|---|")
-    for row in results["fake_quant"]:
+    for row in fake_quant + unpack:
         sync = "none" if row["steady_state_sync"] is None else row["steady_state_sync"]
         print(f"| {row['call']} | {row['implementation']} | {row['host_us']:.1f} | "
               f"{row['neg_us']:.1f} | {row['negs']:.1f} | {sync} | "

@@ -43,9 +43,9 @@ from bench_fake_quant import (
 from bench_fake_quant import environment as fake_quant_environment
 
 from libreyolo.kernels import ops
-from libreyolo.kernels.quant.execute import unpack_plan
+from libreyolo.kernels.quant.execute import unpack_tiles
 from libreyolo.kernels.quant.execute.unpack_launch import run
-from libreyolo.kernels.quant.execute.unpack_plan import NUM_WARPS, PLANNERS, TILE_BYTES, UnpackPlan
+from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, UnpackPlan
 from libreyolo.quant import packing as reference
 
 SIZES = {"4096x4096": (4096, 4096), "256M": (65536, 4096)}
@@ -80,6 +80,7 @@ class Row:
     fraction_of_copy: float
     speedup: float
     host_us: float | None
+    config: dict  # the kernel's unpack_tiles.toml row (or the sweep's override of it)
 
 
 def bytes_moved(plan: UnpackPlan) -> int:
@@ -108,12 +109,12 @@ def packed_arguments(slot: str, pack_args: tuple, shape: tuple[int, int], gen,
     return tuple(packed.values())
 
 
-def bits_equal(slot: str, args: tuple, plan: UnpackPlan) -> bool:
-    """The kernel's first ``CHECKED_ROWS`` rows equal the CPU reference's, bit for bit."""
-    head = tuple(a[:CHECKED_ROWS].cpu() if isinstance(a, torch.Tensor) and a.dim() == 2
+def bits_equal(slot: str, args: tuple, plan: UnpackPlan, checked_rows: int) -> bool:
+    """The kernel's first ``checked_rows`` rows equal the CPU reference's, bit for bit."""
+    head = tuple(a[:checked_rows].cpu() if isinstance(a, torch.Tensor) and a.dim() == 2
                  else a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
     want = getattr(reference, slot)(*head, dtype=plan.work.dtype)
-    got = run(plan)[:CHECKED_ROWS].cpu()
+    got = run(plan)[:checked_rows].cpu()
     return bool(torch.equal(got.view(torch.uint8), want.view(torch.uint8)))
 
 
@@ -130,12 +131,13 @@ def host_us(call, calls: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flush, gen) -> Row:
+def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flush, gen,
+            checked_rows: int = CHECKED_ROWS) -> Row:
     label, slot, pack_args = fmt
     dtype = DTYPES[dtype_name]
     args = packed_arguments(slot, pack_args, SIZES[size], gen)
     plan = PLANNERS[slot](*args, dtype=dtype)
-    equal = bits_equal(slot, args, plan)
+    equal = bits_equal(slot, args, plan, checked_rows)
     quartiles = tuple(statistics.quantiles(times_ms(lambda: run(plan), repeats, flush), n=4))
     kernel = quartiles[1]
     source = torch.empty((plan.work.rows, plan.work.in_features), dtype=dtype, device="cuda")
@@ -151,7 +153,8 @@ def measure(fmt, dtype_name: str, size: str, repeats: int, host_calls: int, flus
         else None
     launches = count_launches(lambda: slot_call(*args, dtype=dtype))
     return Row(label, dtype_name, size, equal, launches, kernel, quartiles, [kernel], copy, ref,
-               moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host)
+               moved, kernel_tb_s, copy_tb_s, kernel_tb_s / copy_tb_s, ref / kernel, host,
+               asdict(plan.work.config))
 
 
 def table(rows: list[Row]) -> str:
@@ -189,23 +192,40 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--formats", nargs="+", default=[f[0] for f in FORMATS],
                         choices=[f[0] for f in FORMATS])
-    parser.add_argument("--tile-bytes", type=int, default=TILE_BYTES,
-                        help="the kernel's output bytes per program (a sweep; default: the "
-                             "shipped value); set before anything is planned, so kept plans "
-                             "all have it")
+    # a sweep: one configuration for every row instead of unpack_tiles.toml's, set before
+    # anything is planned, so kept plans all have it
+    parser.add_argument("--tile-bytes", type=int, help="every row's output bytes per program")
+    parser.add_argument("--num-warps", type=int, help="every row's warps per program")
+    parser.add_argument("--checked-rows", type=int, default=CHECKED_ROWS,
+                        help="rows checked bit for bit against the CPU reference")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="run each row's kernel once and stop: fills Triton's cache, so "
+                             "processes started in parallel can compile for later timed ones")
     options = parser.parse_args()
-    unpack_plan.TILE_BYTES = options.tile_bytes
+    overrides = {name: value for name, value in (
+        ("tile_bytes", options.tile_bytes), ("num_warps", options.num_warps))
+        if value is not None}
+    if overrides:
+        unpack_tiles.TILES = {key: unpack_tiles.row_config(
+            f"the sweep's options for [{key[0]}.{key[1]}]", {**asdict(row), **overrides})
+            for key, row in unpack_tiles.TILES.items()}
     if not torch.cuda.is_available():
         raise SystemExit("bench_unpack.py needs a CUDA device")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     formats = [f for f in FORMATS if f[0] in options.formats]
     keys = [(f, d, s) for s in options.sizes for f in formats for d in DTYPES]
-    rounds = [[measured(measure(f, d, s, options.repeats, options.host_calls, flush, gen))
+    if options.compile_only:
+        for (_, slot, pack_args), d, s in keys:
+            run(PLANNERS[slot](*packed_arguments(slot, pack_args, SIZES[s], gen), dtype=DTYPES[d]))
+        torch.cuda.synchronize()
+        return
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    rounds = [[measured(measure(f, d, s, options.repeats, options.host_calls, flush, gen,
+                                options.checked_rows))
                for f, d, s in keys] for _ in range(options.rounds)]
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}
-    env["kernel_config"] = {"tile_bytes": unpack_plan.TILE_BYTES, "num_warps": NUM_WARPS}
+    env["kernel_config"] = {"overrides": overrides} if overrides else "unpack_tiles.toml"
     with open(options.out, "w") as f:
         json.dump({"environment": env, "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(table(rows))

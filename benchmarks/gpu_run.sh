@@ -108,14 +108,42 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
             "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
-        # NVFP4 at 4096x4096 (v3: 78-83% of the copy, target 85%) under other tile sizes, each
-        # in its own process (plans are kept per process)
-        for tile in 8192 16384 32768 65536; do
-            run "sweep-unpack-$tile" 60 env LIBREYOLO_KERNELS=triton python3 \
-                benchmarks/bench_unpack.py "$OUT/sweep_unpack_$tile.json" --rounds 1 \
-                --repeats 50 --host-calls 100 --sizes 4096x4096 --formats nvfp4 \
-                --tile-bytes "$tile"
-        done ;;
+        # v4: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
+        # (tile bytes x warps; SWEEP_TILES, SWEEP_WARPS), each in its own process (plans are kept per process), the likeliest first (a run cut by BUDGET keeps
+        # what it measured). The processes first compile in parallel (--compile-only fills
+        # Triton's cache), then run one after the other on the quiet GPU; sweep_unpack_tiles.py
+        # gathers them into one JSON (a call returns at most 8 files) and prints the picks.
+        sweep="$OUT/sweep-unpack"
+        mkdir -p "$sweep"
+        configs=()
+        for warps in ${SWEEP_WARPS:-8 4}; do for tile in ${SWEEP_TILES:-16384 8192 32768}; do
+            configs+=("$tile $warps")
+        done; done
+        sweep_args() {  # args: the bench_unpack.py options of the configuration "TILE WARPS"
+            read -r tile warps <<<"$1"
+            args=(--sizes 4096x4096 --tile-bytes "$tile" --num-warps "$warps")
+        }
+        limit=$((BUDGET - SECONDS - 10)); ((limit > 100)) && limit=100
+        start=$SECONDS
+        for config in "${configs[@]}"; do
+            sweep_args "$config"
+            setsid timeout "$limit" env LIBREYOLO_KERNELS=triton python3 \
+                benchmarks/bench_unpack.py /dev/null --compile-only "${args[@]}" \
+                >"$LOGS/sweep-unpack-compile-${config// /-}.log" 2>&1 &
+        done
+        wait
+        summary+=("$(printf '%-24s %4ss (limit %ss, %s processes in parallel)' \
+            sweep-unpack-compile "$((SECONDS - start))" "$limit" "${#configs[@]}")")
+        for config in "${configs[@]}"; do
+            sweep_args "$config"
+            run "sweep-unpack-${config// /-}" 40 env LIBREYOLO_KERNELS=triton python3 \
+                benchmarks/bench_unpack.py "$sweep/${config// /-}.json" --rounds 1 \
+                --repeats 50 --host-calls 100 --checked-rows 512 "${args[@]}"
+        done
+        python3 benchmarks/sweep_unpack_tiles.py "$OUT/unpack_tile_sweep_v4.json" \
+            "$sweep"/*.json >"$LOGS/sweep-unpack-gather.log" 2>&1
+        cat "$LOGS/sweep-unpack-gather.log"
+        tar czf "$OUT/sweep_unpack_runs.tgz" -C "$OUT" sweep-unpack && rm -rf "$sweep" ;;
     sweep-msda)
         # the MSDA kernels' query block on the medium and large classic and ragged cases
         # (MSDA_SWEEP_ARGS: e.g. "--sizes medium --no-ragged --blocks 8,16"; each block compiles

@@ -1,5 +1,6 @@
 """The unpack kernel's stores are coalesced: compiled for an H200 (sm_90) on the CPU, without a
-GPU, warp 0's first 16-byte stores cover one contiguous 512-byte span.
+GPU, warp 0's first 16-byte stores cover one contiguous 512-byte span, and no tile goes through
+shared memory; each at its ``unpack_tiles.toml`` row's warps.
 
 Why a test: Triton gives a store the thread layout its pointers' contiguity suggests and orders
 dimensions of equal contiguity by their index. A tile laid out [rows, groups, vectors, vector]
@@ -22,7 +23,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from libreyolo.kernels.quant.execute.unpack_kernels import unpack_kernel  # noqa: E402
-from libreyolo.kernels.quant.execute.unpack_plan import NUM_WARPS, PLANNERS  # noqa: E402
+from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS  # noqa: E402
 from libreyolo.kernels.settings import interpreting  # noqa: E402
 from libreyolo.quant import packing  # noqa: E402
 
@@ -54,7 +55,7 @@ def _ttgir(plan) -> str:
             if i < 4 or value % 16 == 0:
                 attrs[(i,)] = [["tt.divisibility", 16]]
     source = ASTSource(fn=unpack_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-    options = {"num_warps": NUM_WARPS, "enable_fp_fusion": False}
+    options = {"num_warps": work.config.num_warps, "enable_fp_fusion": False}
     return triton.compile(source, target=H200, options=options).asm["ttgir"]
 
 
@@ -77,7 +78,9 @@ def test_a_warps_first_stores_cover_one_contiguous_512_byte_span(slot, pack_args
     pack = getattr(packing, slot.replace("unpack_", "pack_"))
     plan = PLANNERS[slot](*pack(torch.zeros(4096, 4096), *pack_args), dtype=dtype)
     tiling = plan.work.tiling
-    per_thread, lanes, order, shape = _store_layout(_ttgir(plan))
+    ttgir = _ttgir(plan)
+    assert "ttg.local_alloc" not in ttgir, "a tile goes through shared memory"
+    per_thread, lanes, order, shape = _store_layout(ttgir)
     word_bytes = tiling.fields * (4 if dtype == torch.float32 else 2)
     starts = []
     for lane in range(32):

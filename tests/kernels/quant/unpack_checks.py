@@ -30,6 +30,7 @@ from conformance.golden import regenerate  # noqa: E402
 from conformance.layouts import bits  # noqa: E402
 from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.prepared import Prepared  # noqa: E402
+from libreyolo.kernels.quant.execute import unpack_plan, unpack_tiles  # noqa: E402
 from libreyolo.kernels.quant.execute.unpack_plan import UnpackPlan  # noqa: E402
 from libreyolo.quant import packing as reference  # noqa: E402
 
@@ -168,3 +169,44 @@ def test_outputs_past_two_to_the_31_elements_are_addressed_in_64_bits():
     want = reference.unpack_mxfp8(codes[tail].cpu().view(torch.float8_e4m3fn), scale[tail].cpu(),
                                   dtype=torch.bfloat16)
     assert_same_bits(out[tail].cpu(), want)
+
+
+@pytest.fixture
+def tile_rows(monkeypatch):
+    """Sets ``unpack_tiles.TILES`` for one test; plans kept under other rows are dropped on the
+    way in and out (a plan's key is its arguments' description, not the rows)."""
+
+    def use(rows: dict) -> None:
+        monkeypatch.setattr(unpack_tiles, "TILES", rows)
+        unpack_plan._CACHE.clear()
+
+    yield use
+    unpack_plan._CACHE.clear()
+
+
+#: An input of each format of unpack_tiles.toml: (slot, arguments).
+TABLE_INPUTS = {f"int{b}": lambda b=b: ("unpack_int_grouped", next(
+    t for t in int_grouped_tables() if t[2] == b)) for b in (2, 4, 8)}
+TABLE_INPUTS |= {"nvfp4": lambda: ("unpack_nvfp4", nvfp4_tables()[16]),
+                 "mxfp4": lambda: ("unpack_mxfp4", mx_table("unpack_mxfp4")),
+                 "mxfp8": lambda: ("unpack_mxfp8", mx_table("unpack_mxfp8"))}
+
+
+def test_every_row_of_the_tiles_file_is_taken_by_its_format_and_dtype(tile_rows):
+    """Each row of the shipped file, given a configuration no other row has, is the one the
+    plan of its format and dtype carries, and the kernel run under it equals the reference."""
+    shipped = unpack_tiles.TILES
+    configs = [unpack_tiles.TileConfig(4096 << (i % 5), unpack_tiles.WARP_COUNTS[i // 5 % 5])
+               for i in range(len(shipped))]
+    assert len(set(configs)) == len(shipped)
+    tile_rows(dict(zip(shipped, configs, strict=True)))
+    taken = set()
+    for (fmt, dtype_name), config in unpack_tiles.TILES.items():
+        slot, args = TABLE_INPUTS[fmt]()
+        dtype = getattr(torch, dtype_name)
+        plan = _triton(slot).accepts(*_on_device(args), dtype=dtype)
+        assert plan.work.config is config, (fmt, dtype_name, plan.work.config, config)
+        assert_same_bits(_triton(slot).fn(*_on_device(args), dtype=dtype, prepared=plan).cpu(),
+                         getattr(reference, slot)(*args, dtype=dtype))
+        taken.add((fmt, dtype_name))
+    assert taken == set(shipped)

@@ -10,10 +10,12 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   word). Code bytes and words are tiles of one shape with ``VECTOR`` contiguous words (a 16-byte
   store) innermost, so both get the same thread layout: vector loads of code bytes, 16-byte
   stores, no gather and no shuffle through shared memory;
-- one scale per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
-  and a ``[BLOCK_R, BLOCK_G, 1, 1]`` scale tile is loaded and decoded once per group and
-  broadcast. Where a group is not a power-of-two number of words (int groups of 5, 7, ...),
-  ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
+- scales per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
+  and a scale is loaded and decoded once per 16-byte store (a warp's lanes walk a group's
+  stores, so each holds one; a thread holding a whole group, lanes along groups, decoded it once
+  but made each warp store span 32 groups: 16-73% of the copy on the H200, benchmarks/NOTES.md
+  "bench_unpack.py v4"). Where a group is not a power-of-two number of words (int groups of 5,
+  7, ...), ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
 - fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
   and E4M3 sign and magnitude placed so that they read as a fixed power of two times the value;
   integers as offset binary in the mantissa of 2^23), never a float8 cast, which the interpreter
@@ -22,7 +24,7 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
   which the compiler folds into one shift-and-add;
 - NaN rules (below) cost a test and a select per element only where the format lets a NaN
-  appear; what depends only on the scale (its NaN's bits) is computed per group.
+  appear; what depends only on the scale (its NaN's bits) is computed with the scale.
 
 Exactness rules (DESIGN.md, "Facts for kernel authors"):
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor

@@ -14,7 +14,7 @@ import torch
 
 from ...triton_launch import Launcher
 from .unpack_kernels import unpack_kernel
-from .unpack_plan import NUM_WARPS, UnpackPlan
+from .unpack_plan import UnpackPlan
 
 
 def run(plan: UnpackPlan) -> torch.Tensor:
@@ -28,6 +28,7 @@ def run(plan: UnpackPlan) -> torch.Tensor:
     tensor_scale = plan.tensor_scale if plan.tensor_scale is not None else scale
     if work.launcher is None:
         work.launcher = Launcher(unpack_kernel, grid, codes, scale, tensor_scale, out,
-                                 *work.kernel_args, num_warps=NUM_WARPS, enable_fp_fusion=False)
+                                 *work.kernel_args, num_warps=work.config.num_warps,
+                                 enable_fp_fusion=False)
     work.launcher(codes, scale, tensor_scale, out)
     return out

@@ -37,6 +37,9 @@ from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import packing
 from libreyolo.quant.formats import MX_BLOCK_SIZE, NVFP4_BLOCK_SIZE
 
+from . import unpack_tiles
+from .unpack_tiles import MIN_TILE_BYTES, TileConfig
+
 
 class Format(IntEnum):
     """How the kernel decodes a code and its scale (docs/checkpoint_format.md)."""
@@ -57,14 +60,20 @@ class OutKind(IntEnum):
         return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
-#: Output bytes one program writes: 32 KB (16K bfloat16 or 8K float32 outputs, 64 or 32 per
-#: thread at eight warps) keeps enough bytes in flight per SM and amortizes a program's index and
-#: scale work; smaller outputs get smaller tiles, down to 4 KB (one 16-byte store per thread), so
-#: that they still spread over ``MIN_PROGRAMS`` programs (an H200 has 132 SMs).
-TILE_BYTES = 32768
-MIN_TILE_BYTES = 4096
+#: A program's output bytes and warps come from ``unpack_tiles.toml``, per format and dtype:
+#: 32 KB was v3's size for every row (16K bfloat16 or 8K float32 outputs, 64 or 32 per thread at
+#: eight warps), enough bytes in flight per SM; outputs too small to spread over
+#: ``MIN_PROGRAMS`` programs at the row's size (an H200 has 132 SMs) get smaller tiles, down to
+#: ``MIN_TILE_BYTES`` (one 16-byte store per thread of eight warps).
 MIN_PROGRAMS = 256
-NUM_WARPS = 8
+_FORMAT_NAMES = {Format.NVFP4: "nvfp4", Format.MXFP4: "mxfp4", Format.MXFP8: "mxfp8"}
+_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def tile_config(fmt: Format, bits: int, dtype: torch.dtype) -> TileConfig:
+    """The ``unpack_tiles.toml`` row of this format (integer groups by field width) and dtype."""
+    name = f"int{bits}" if fmt == Format.INT_GROUPED else _FORMAT_NAMES[fmt]
+    return unpack_tiles.TILES[name, _DTYPE_NAMES[dtype]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +81,7 @@ class Tiling:
     """How the kernel covers the output: ``words`` words of ``fields`` outputs per row; a program
     per ``block_r`` rows by ``block_g`` scale groups of ``group_words`` words (or, with
     ``scale_per_word``, by one row piece of ``group_words`` words with a scale load per word),
-    in stores of ``vector`` words; ``programs`` of them on a 1-D grid."""
+    in 16-byte stores of ``vector`` words; ``programs`` of them on a 1-D grid."""
 
     fields: int
     words: int
@@ -89,12 +98,12 @@ def _next_power_of_2(n: int) -> int:
 
 
 def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
-           dtype: torch.dtype) -> Tiling:
+           dtype: torch.dtype, config: TileConfig) -> Tiling:
     """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
     that divides the row and the group, so that words are stored whole and share one scale;
     groups of a power-of-two number of words become the tile's middle dimension."""
     out_bits = 32 if dtype == torch.float32 else 16
-    tile_bytes = min(TILE_BYTES, max(MIN_TILE_BYTES, _next_power_of_2(
+    tile_bytes = min(config.tile_bytes, max(MIN_TILE_BYTES, _next_power_of_2(
         rows * in_features * out_bits // 8 // MIN_PROGRAMS)))
     per_byte = 8 // bits
     fields = next(f for f in (4, 2, 1) if f <= per_byte and f * out_bits <= 64
@@ -117,9 +126,10 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
 class Work:
     """What a description of the arguments decides: one unpack of ``rows x in_features`` outputs
     of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
-    its tiling, the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes
-    it) and the kernel's arguments after the four pointers (``kernel_args``: sizes, strides,
-    constants); the reason the kernel declines it whatever the call (or None); whether it runs
+    its ``unpack_tiles.toml`` row (``config``: tile size and warps), its tiling,
+    the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes it) and the
+    kernel's arguments after the four pointers (``kernel_args``: sizes, strides, constants); the
+    reason the kernel declines it whatever the call (or None); whether it runs
     under the interpreter; the launch made for it on its first run (``unpack_launch``)."""
 
     fmt: Format
@@ -129,6 +139,7 @@ class Work:
     in_features: int
     dtype: torch.dtype
     device: torch.device
+    config: TileConfig
     tiling: Tiling
     grid: tuple[int, int, int]
     kernel_args: tuple
@@ -221,12 +232,13 @@ _CACHE = PlanCache(MAX_CACHED)
 def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dtype, codes, scale,
           tensor_scale) -> Work:
     rows = codes.shape[0]
-    tiles = tiling(fmt, bits, group, rows, in_features, dtype)
+    config = tile_config(fmt, bits, dtype)
+    tiles = tiling(fmt, bits, group, rows, in_features, dtype, config)
     kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
                    int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
                    tiles.group_words, tiles.vector, tiles.scale_per_word)
     tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
-    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, tiles,
+    return Work(fmt, bits, group, rows, in_features, dtype, codes.device, config, tiles,
                 (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting())
 
 
@@ -256,8 +268,10 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
     if captured is not None:
         check(codes, scale, tensor_scale, others)
         return UnpackPlan(None, codes, scale, tensor_scale, captured)
-    key = (slot, describe(codes), describe(scale), describe(tensor_scale),
-           *map(describe, others), interpreting())
+    # the other arguments as they are and by type (what ``describe`` gives them, without a
+    # Python call each: 1-2 µs of the ~13 a planned call took on this 2-core CPU)
+    key = (slot, describe(codes), describe(scale), describe(tensor_scale), others,
+           *map(type, others), interpreting())
     work = _CACHE.get(key)
     if work is None:
         work = _work(*check(codes, scale, tensor_scale, others), others[-1], codes, scale,

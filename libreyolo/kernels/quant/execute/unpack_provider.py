@@ -27,7 +27,8 @@ from .unpack_plan import PLANNERS, UnpackPlan, decline_reason
 NAME = "triton"
 _HERE = Path(__file__).resolve().parent
 SOURCES = tuple(str(_HERE / f) for f in (
-    "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", Path(__file__).name)) + (
+    "unpack_kernels.py", "unpack_launch.py", "unpack_plan.py", "unpack_tiles.py",
+    "unpack_tiles.toml", Path(__file__).name)) + (
     launcher_source,)
 
 
