@@ -109,8 +109,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
         # v4: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
-        # (tile bytes x warps; SWEEP_TILES, SWEEP_WARPS), each in its own process (plans are kept per process), the likeliest first (a run cut by BUDGET keeps
-        # what it measured). The processes first compile in parallel (--compile-only fills
+        # (tile bytes x warps; SWEEP_TILES, SWEEP_WARPS), each in its own process (plans are
+        # kept per process), the likeliest first (a run cut by BUDGET keeps what it measured). The processes first compile in parallel (--compile-only fills
         # Triton's cache), then run one after the other on the quiet GPU; sweep_unpack_tiles.py
         # gathers them into one JSON (a call returns at most 8 files) and prints the picks.
         sweep="$OUT/sweep-unpack"
