@@ -166,18 +166,30 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
 
 
 def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_weights):
+    """The three gradients. ``grad_value`` takes atomic adds (many queries sample one pixel), so
+    it starts at zero; the kernel stores every location and weight gradient exactly once (each
+    (query, head, level, point) belongs to one program, inside or outside the level), so those
+    two start uninitialized: two fill launches fewer per backward than ``zeros``."""
     grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
-    grad_locations = torch.zeros_like(sampling_locations)
-    grad_weights = torch.zeros_like(attention_weights)
-    if grad_out.numel() > 0:
-        tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out,
-                   grad_value, grad_locations, grad_weights)
-        if plan.backward_launch is None:
-            grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
-            plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
-                                            *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
-        plan.backward_launch(*tensors)
+    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
+        return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
+                torch.zeros_like(attention_weights))
+    grad_locations = stored_by_kernel(sampling_locations)
+    grad_weights = stored_by_kernel(attention_weights)
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
+               grad_locations, grad_weights)
+    if plan.backward_launch is None:
+        grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
+        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
+                                        *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
+    plan.backward_launch(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
+
+
+def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
+    """A contiguous buffer shaped like ``like`` whose every element the backward kernel stores:
+    allocated without a fill (the interpreter tests fill it with NaN instead, to prove it)."""
+    return like.new_empty(like.shape)
 
 
 class _MSDeformAttnFunction(torch.autograd.Function):
