@@ -6,8 +6,8 @@ Issue 12 asks our MSDA to beat Deformable DETR's compiled op on every configurat
 does not, for a profile placing the remaining time outside this repository's code. This writes
 that profile: cProfile's own time (``tottime``) of every function run by a decoder-sized call
 through ``maybe_ms_deform_attn`` and through ``MSDeformAttn``, forward and forward+backward,
-summed into the groups below, in µs per call. ``bench_ms_deform_attn.py``
-writes it beside its JSON on the GPU; on a CPU it runs under ``TRITON_INTERPRET=1``, where
+summed into the groups below, in µs per call. ``bench_ms_deform_attn.py`` writes it beside its
+JSON on the GPU; on a CPU it runs under ``TRITON_INTERPRET=1``, where
 Triton's interpreter runs the kernels in Python: the grouping works there, the numbers mean
 nothing.
 
@@ -17,11 +17,15 @@ launch (Triton's compiled C stub, whose own time is mostly ``cuLaunchKernelEx`` 
 driver); torch (its Python, its C functions: allocations, fills and copies through the CUDA
 runtime, the autograd engine's ``run_backward``); waiting for the device (the
 ``torch.cuda.synchronize`` after each call, so queued work never piles up into a later launch;
-left out of the host time); other (the profiling loop). A C function that names no owner
-(``isinstance``, ``dict.get``, autograd's ``apply``) counts for whoever called it.
+left out of the host time); other (the profiling loop). Code that names no owner (C functions
+such as ``isinstance``, ``dict.get`` or autograd's ``apply``; the standard library's Python)
+counts for whoever called it, split by the time each caller gave it.
 
-cProfile adds a fixed cost to every Python call, so Python-heavy groups read larger than they
-run; the unprofiled host time per call is printed beside the table. A backward that runs on
+Two biases, both against us: cProfile adds a fixed cost to every Python call, so Python-heavy
+groups read larger than they run (the unprofiled host time per call is printed beside each
+table); and tensor arithmetic written as operators (``a + b / c`` in ``MSDeformAttn``) runs
+torch's C code without an entry of its own, so its launches count as the calling function's
+own time. A backward that runs on
 autograd's device thread is profiled only where cProfile sees every thread (Python 3.12's
 ``sys.monitoring``); each forward+backward table says whether our backward was seen, and if it
 was not, its time is inside ``run_backward``.
@@ -219,8 +223,10 @@ def render(profile: Profile) -> str:
 
 
 def sync_for(device: torch.device) -> Callable[[], None]:
+    """The device's synchronize as one C function, so the profile shows it as one entry
+    (``torch.cuda.synchronize``'s Python device guard would count as torch's host time)."""
     if device.type == "cuda":
-        return torch.cuda.synchronize
+        return getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)
     return lambda: None
 
 
