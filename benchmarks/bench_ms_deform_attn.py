@@ -56,9 +56,14 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,
 )
 from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402
+    _MSDeformAttnFunction,
     ms_deform_attn_triton,
 )
 from libreyolo.nn import MSDeformAttn  # noqa: E402
+from benchmarks.profile_ms_deform_attn import (  # noqa: E402
+    DEFAULT_CASES as DEFAULT_PROFILE_CASES,
+)
+from benchmarks.profile_ms_deform_attn import profile_cases  # noqa: E402
 
 IMPLEMENTATIONS = {"portable": ms_deform_attn_portable, "triton": ms_deform_attn_triton}
 SPREAD_RUNS = 20
@@ -67,6 +72,7 @@ HUB_VARIABLE = "LIBREYOLO_HUB_LOCAL_BUILD"
 # Deformable DETR's modules pass im2col_step=64 (models/ops/modules/ms_deform_attn.py).
 PEER_IM2COL_STEP = 64
 HOST_CALLS = 200
+PROFILE_CALLS = 300
 
 
 def time_ms(step, iters: int, warmup: int = 5) -> list[float]:
@@ -260,17 +266,34 @@ def module_steps(module, query, reference, value, shapes, starts):
     return forward, forward_backward
 
 
-def module_inputs(case, dtype, shapes):
-    generator = torch.Generator(device="cuda").manual_seed(1)
+def module_inputs(case, dtype, shapes, device="cuda"):
+    generator = torch.Generator(device=device).manual_seed(1)
     d_model = case.heads * case.channels
-    return (torch.randn(case.batch, case.queries, d_model, device="cuda", dtype=dtype,
+    return (torch.randn(case.batch, case.queries, d_model, device=device, dtype=dtype,
                         generator=generator),
-            torch.rand(case.batch, case.queries, len(case.levels), 2, device="cuda", dtype=dtype,
+            torch.rand(case.batch, case.queries, len(case.levels), 2, device=device, dtype=dtype,
                        generator=generator),
-            torch.randn(case.batch, case.len_in, d_model, device="cuda", dtype=dtype,
+            torch.randn(case.batch, case.len_in, d_model, device=device, dtype=dtype,
                         generator=generator),
             shapes,
-            torch.tensor([0] + [h * w for h, w in case.levels][:-1], device="cuda").cumsum(0))
+            torch.tensor([0] + [h * w for h, w in case.levels][:-1], device=device).cumsum(0))
+
+
+def profiled_steps(case, dtype, device="cuda") -> dict:
+    """What ``profile_ms_deform_attn`` profiles for one case, the steps timed here: label ->
+    (step, our autograd backward for a forward+backward step, else None)."""
+    backward = _MSDeformAttnFunction.backward
+    inputs = make_inputs(case, dtype=dtype, device=device, seed=0)
+    helper_forward, helper_forward_backward = steps(_helper, *inputs)
+    module = MSDeformAttn(case.heads * case.channels, len(case.levels), case.heads,
+                          case.points).to(device, dtype)
+    module_forward, module_forward_backward = module_steps(
+        module, *module_inputs(case, dtype, inputs[1], device))
+    return {f"{case.name}: maybe_ms_deform_attn forward": (helper_forward, None),
+            f"{case.name}: maybe_ms_deform_attn forward+backward":
+                (helper_forward_backward, backward),
+            f"{case.name}: MSDeformAttn forward": (module_forward, None),
+            f"{case.name}: MSDeformAttn forward+backward": (module_forward_backward, backward)}
 
 
 def time_slot(fn, inputs, iters, graph=True) -> dict:
@@ -395,7 +418,10 @@ def main(argv=None) -> None:
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--cases", nargs="*", help="case names (default: medium and large)")
     parser.add_argument("--skip-host-path", action="store_true",
-                        help="leave out the helper, module and peer rows")
+                        help="leave out the helper, module and peer rows (and the profile)")
+    parser.add_argument("--profile-cases", nargs="*", default=list(DEFAULT_PROFILE_CASES),
+                        help="cases whose eager calls are profiled into OUT_profile.md "
+                             "(profile_ms_deform_attn.py; none: no profile)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA GPU")
@@ -430,6 +456,11 @@ def main(argv=None) -> None:
     print()
     print(f"Ours / Deformable DETR's op ({peer_status}):")
     print(peer_table(results))
+    profiled = [c for c in load_cases() if c.name in args.profile_cases]
+    if profiled:  # last: the timings above ran on a quiet host
+        path = args.out.with_name(f"{args.out.stem}_profile.md")
+        path.write_text(profile_cases(profiled, profiled_steps, dtype, "cuda", PROFILE_CALLS))
+        print(f"\nHost-time profile by owner: {path}")
 
 
 if __name__ == "__main__":

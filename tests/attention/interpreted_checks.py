@@ -233,3 +233,52 @@ def test_a_call_through_the_helper_validates_once(monkeypatch):
     other = make_inputs(SMALL_CASES[1])
     ms_deform_attn_triton(*other)  # another description: validated, once
     assert len(calls) == 2
+
+
+# The backward kernel stores every location and weight gradient once, so their buffers start
+# unfilled (``triton_provider.stored_by_kernel``). Two query blocks per (batch, head) (BLOCK_Q is
+# 32 at 8 channels), samples outside the levels and a non-finite location: the masked paths
+# must store their zeros too.
+EVERY_GRADIENT_CASE = Case("every_gradient_stored", "test", "small", batch=2,
+                           levels=((3, 5), (2, 2)), heads=2, channels=8, points=3, queries=37,
+                           locations="outside")
+
+
+@pytest.fixture
+def fresh_plans():
+    """Plans made under a patched planner must not outlive the test."""
+    memo._plans.clear()
+    yield
+    memo._plans.clear()
+
+
+def unstored_gradients(monkeypatch) -> list[str]:
+    """The gradients that differ, bit for bit, between a backward whose unfilled buffers start
+    as NaN and one whose buffers start as zeros (what ``zeros_like`` gave): an element the
+    kernel does not store keeps its NaN."""
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=5)
+    locations[0, 3, 1, 0, 2, 0] = float("nan")
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(6))
+    runs = []
+    for fill in (0.0, float("nan")):
+        monkeypatch.setattr(triton_provider, "stored_by_kernel",
+                            lambda like, fill=fill: torch.full_like(like, fill))
+        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
+        runs.append({"value": leaves[0].grad, "sampling_locations": leaves[1].grad,
+                     "attention_weights": leaves[2].grad})
+    zeros, nans = runs
+    return [name for name in zeros if not torch.equal(zeros[name], nans[name])]
+
+
+def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fresh_plans):
+    assert unstored_gradients(monkeypatch) == []
+
+
+def test_the_stored_gradient_check_catches_a_launch_that_skips_queries(monkeypatch,
+                                                                      fresh_plans):
+    """Negative control: a grid one query block short leaves the last block's gradients as the
+    buffers started."""
+    monkeypatch.setattr(triton_provider, "_cdiv", lambda n, block: max(1, -(-n // block) - 1))
+    assert unstored_gradients(monkeypatch) == ["sampling_locations", "attention_weights"]

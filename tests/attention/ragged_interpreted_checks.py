@@ -27,7 +27,13 @@ from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ms_deform_attn_ragged_portable,
 )
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
+    memo,
+)
+from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as provider,
+)
+from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
+    triton_provider as classic,
 )
 
 from .ragged_checks import discrete_sum_excess, pixel_mismatches  # noqa: E402
@@ -178,3 +184,56 @@ def test_declines_while_a_graph_is_captured():
     torch.jit.trace(lambda v: reasons.append(provider.accepts(v, *inputs[1:])) or v,
                     (inputs[0],))
     assert reasons and "captured" in reasons[0]
+
+
+# The backward kernel stores every weight gradient, and in bilinear mode every location gradient,
+# once, so their buffers start unfilled (``triton_provider.stored_by_kernel``). Two query blocks
+# per (batch, head) at 8 channels, a level without points, samples outside the levels.
+EVERY_GRADIENT_PARAMS = {"batch": 2, "levels": [[3, 5], [2, 2], [1, 3]], "heads": 2,
+                         "channels": 8, "points": [3, 0, 2], "queries": 37,
+                         "locations": "outside"}
+
+
+@pytest.fixture
+def fresh_plans():
+    """Plans made under a patched planner must not outlive the test."""
+    memo._plans.clear()
+    yield
+    memo._plans.clear()
+
+
+def unstored_gradients(monkeypatch, method) -> list[str]:
+    """The gradients that differ, bit for bit, between a backward whose unfilled buffers start
+    as NaN and one whose buffers start as zeros: an element the kernel does not store keeps its
+    NaN (discrete sampling returns no location gradient at all)."""
+    value, shapes, locations, weights, points, _ = draw_inputs(
+        {**EVERY_GRADIENT_PARAMS, "method": method}, seed=5)
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(6))
+    runs = []
+    for fill in (0.0, float("nan")):
+        monkeypatch.setattr(classic, "stored_by_kernel",
+                            lambda like, fill=fill: torch.full_like(like, fill))
+        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+        KERNEL(leaves[0], shapes, leaves[1], leaves[2], points, method).backward(grad)
+        runs.append({"value": leaves[0].grad, "sampling_locations": leaves[1].grad,
+                     "attention_weights": leaves[2].grad})
+    zeros, nans = runs
+    return [name for name in zeros if zeros[name] is not None
+            and not torch.equal(zeros[name], nans[name])]
+
+
+@pytest.mark.parametrize("method", ["bilinear", "discrete"])
+def test_the_backward_stores_every_gradient_it_returns(monkeypatch, fresh_plans, method):
+    assert unstored_gradients(monkeypatch, method) == []
+
+
+@pytest.mark.parametrize(("method", "unstored"), [
+    ("bilinear", ["sampling_locations", "attention_weights"]),
+    ("discrete", ["attention_weights"])])
+def test_the_stored_gradient_check_catches_a_launch_that_skips_queries(monkeypatch, fresh_plans,
+                                                                      method, unstored):
+    """Negative control: a grid one query block short leaves the last block's gradients as the
+    buffers started."""
+    monkeypatch.setattr(classic, "_cdiv", lambda n, block: max(1, -(-n // block) - 1))
+    assert unstored_gradients(monkeypatch, method) == unstored

@@ -36,12 +36,26 @@ def key(tensors: tuple, spatial_shapes, counts: object = (),
     counts = _ints(counts)
     if levels is None or counts is None or type(method) is not str:
         return None
-    metadata = []
-    for tensor in tensors:
-        if not isinstance(tensor, torch.Tensor):
-            return None
-        metadata.append((tensor.shape, tensor.dtype, tensor.device))
-    return levels, counts, method, *metadata, interpreting()
+    return _with_tensors(tensors, (levels, counts, method))
+
+
+def checked_levels_key(tensors: tuple, levels: tuple[tuple[int, int], ...]) -> tuple | None:
+    """``key(tensors, levels)`` for level sizes ``levels.level_shapes`` already checked (a tuple
+    of ``(int, int)`` tuples, as read from a tensor): equal to it, without checking them again
+    (on a loaded 2-core machine the check was half of ``key``'s 7 µs)."""
+    return _with_tensors(tensors, (levels, (), "bilinear"))
+
+
+def _with_tensors(tensors: tuple, head: tuple) -> tuple | None:
+    """``head`` followed by each tensor's shape, dtype and device, and the interpreter setting;
+    None when one is not a tensor. Flat and built in one expression (a decoder asks this every
+    call): value, locations and weights, in that order."""
+    value, locations, weights = tensors
+    if not (isinstance(value, torch.Tensor) and isinstance(locations, torch.Tensor)
+            and isinstance(weights, torch.Tensor)):
+        return None
+    return (*head, value.shape, value.dtype, value.device, locations.shape, locations.dtype,
+            locations.device, weights.shape, weights.dtype, weights.device, interpreting())
 
 
 def recall(plan_key: tuple | None) -> Prepared | None:

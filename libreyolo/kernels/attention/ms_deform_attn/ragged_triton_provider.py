@@ -198,19 +198,25 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
 
 
 def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_weights):
+    """The three gradients, allocated as the classic backward's are (``grad_value`` zeroed for
+    its atomic adds; the weight gradient, stored once per element by the kernel, unfilled). The
+    location gradient is stored once per element in bilinear mode; in discrete mode the kernel
+    leaves it unwritten and the Function returns None for it, so it is never read either way."""
     grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
-    grad_locations = torch.zeros_like(sampling_locations)
-    grad_weights = torch.zeros_like(attention_weights)
-    if grad_out.numel() > 0:
-        tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out,
-                   grad_value, grad_locations, grad_weights)
-        launcher = plan.launches.get("backward")
-        if launcher is None:
-            launcher = plan.launches["backward"] = Launcher(
-                _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
-                *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
-                enable_fp_fusion=False)
-        launcher(*tensors)
+    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
+        return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
+                torch.zeros_like(attention_weights))
+    grad_locations = classic.stored_by_kernel(sampling_locations)
+    grad_weights = classic.stored_by_kernel(attention_weights)
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
+               grad_locations, grad_weights)
+    launcher = plan.launches.get("backward")
+    if launcher is None:
+        launcher = plan.launches["backward"] = Launcher(
+            _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
+            *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
+            enable_fp_fusion=False)
+    launcher(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
 
 

@@ -57,8 +57,8 @@ class LaunchPlan(Prepared):
     """An input :func:`accepts` validated: the kernels' arguments, ready to launch, and the
     launches made for it (kept with the plan, which ``memo`` keeps)."""
 
-    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q", "forward_launch",
-                 "backward_launch")
+    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q", "out_shape",
+                 "out_empty", "forward_launch", "backward_launch")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -71,6 +71,8 @@ class LaunchPlan(Prepared):
                           "BLOCK_Q": block_q, "BLOCK_C": block_c}
         self.batch_heads = batch * heads
         self.len_q = len_q
+        self.out_shape = (batch, len_q, heads * channels)
+        self.out_empty = batch * len_q * heads * channels == 0
         self.forward_launch = self.backward_launch = None
 
 
@@ -85,23 +87,25 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     if (capturing := capture_reason()) is not None:
         return capturing
     tensors = (value, sampling_locations, attention_weights)
-    plan_key = memo.key(tensors, _levels(spatial_shapes))
+    plan_key = _plan_key(tensors, spatial_shapes)
     if (plan := memo.recall(plan_key)) is not None:
         return plan
     plan = _plan(value, spatial_shapes, sampling_locations, attention_weights)
     if plan_key is None and isinstance(spatial_shapes, torch.Tensor):  # read by this plan
-        plan_key = memo.key(tensors, _levels(spatial_shapes))
+        plan_key = _plan_key(tensors, spatial_shapes)
     memo.remember(plan_key, plan)
     return plan
 
 
-def _levels(spatial_shapes):
-    """What keys the level sizes: pairs as given; a tensor by the sizes read from it at its
-    current version (None until read). Plans hold their own device copy of the sizes, never the
-    caller's tensor, so equal sizes mean an equal plan."""
+def _plan_key(tensors, spatial_shapes) -> tuple | None:
+    """The memo's key. Level sizes as pairs key the plan as given (checked by ``memo.key``); a
+    tensor keys it by the sizes read from it at its current version (None until read), which
+    ``level_shapes`` checked when it read them. Plans hold their own device copy of the sizes,
+    never the caller's tensor, so equal sizes mean an equal plan."""
     if isinstance(spatial_shapes, torch.Tensor):
-        return remembered(spatial_shapes)
-    return spatial_shapes
+        levels = remembered(spatial_shapes)
+        return None if levels is None else memo.checked_levels_key(tensors, levels)
+    return memo.key(tensors, spatial_shapes)
 
 
 def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
@@ -150,15 +154,14 @@ def _cdiv(n: int, block: int) -> int:
 
 
 def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
-    batch, _, heads, channels = value.shape
-    out = value.new_empty(batch, plan.len_q, heads * channels)
-    if out.numel() == 0:
+    out = value.new_empty(plan.out_shape)
+    if plan.out_empty:
         return out
     tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
     if plan.forward_launch is None:
         constants = plan.constants
         grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
-                _cdiv(channels, constants["BLOCK_C"]))
+                _cdiv(constants["C"], constants["BLOCK_C"]))
         plan.forward_launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, grid, *tensors,
                                        *plan.sizes, **constants, num_warps=NUM_WARPS)
     plan.forward_launch(*tensors)
@@ -166,18 +169,30 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
 
 
 def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_weights):
+    """The three gradients. ``grad_value`` takes atomic adds (many queries sample one pixel), so
+    it starts at zero; the kernel stores every location and weight gradient exactly once (each
+    (query, head, level, point) belongs to one program, inside or outside the level), so those
+    two start uninitialized: two fill launches fewer per backward than ``zeros``."""
     grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
-    grad_locations = torch.zeros_like(sampling_locations)
-    grad_weights = torch.zeros_like(attention_weights)
-    if grad_out.numel() > 0:
-        tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out,
-                   grad_value, grad_locations, grad_weights)
-        if plan.backward_launch is None:
-            grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
-            plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
-                                            *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
-        plan.backward_launch(*tensors)
+    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
+        return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
+                torch.zeros_like(attention_weights))
+    grad_locations = stored_by_kernel(sampling_locations)
+    grad_weights = stored_by_kernel(attention_weights)
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
+               grad_locations, grad_weights)
+    if plan.backward_launch is None:
+        grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
+        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
+                                        *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
+    plan.backward_launch(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
+
+
+def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
+    """A contiguous buffer shaped like ``like`` whose every element the backward kernel stores:
+    allocated without a fill (the interpreter tests fill it with NaN instead, to prove it)."""
+    return like.new_empty(like.shape)
 
 
 class _MSDeformAttnFunction(torch.autograd.Function):
@@ -213,11 +228,14 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
         if isinstance(prepared, str):
             raise ValueError(f"ms_deform_attn triton implementation declines this input: "
                              f"{prepared}")
-    tensors = (value.contiguous(), sampling_locations.contiguous(),
-               attention_weights.contiguous())
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _MSDeformAttnFunction.apply(prepared, *tensors)
-    return _forward(prepared, *tensors)
+    value = value.contiguous()
+    sampling_locations = sampling_locations.contiguous()
+    attention_weights = attention_weights.contiguous()
+    if torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
+                                    or attention_weights.requires_grad):
+        return _MSDeformAttnFunction.apply(prepared, value, sampling_locations,
+                                           attention_weights)
+    return _forward(prepared, value, sampling_locations, attention_weights)
 
 
 _HERE = Path(__file__).resolve().parent
