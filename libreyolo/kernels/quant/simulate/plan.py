@@ -53,6 +53,11 @@ GPU_TILE = 4096
 MAX_UNIT = 8192
 #: At most this many partial maxima per row in the amax pass; the quantizing pass reduces them.
 MAX_PARTIALS = 128
+#: NVFP4 without ``global_amax`` on a tensor of at most this many quantizing programs (GPU
+#: tiles) takes one launch: each program reads the whole tensor for its amax (256 KiB of float32
+#: at most, from L2), instead of an amax pass first (a second launch: ~20 µs of host time on the
+#: H200, most of such a call's cost). Larger tensors keep the amax pass.
+INLINE_AMAX_TILES = 16
 #: The same for the single-row pass of a whole tensor's amax (NVFP4 without ``global_amax``): 128
 #: programs, one per SM, each looping over its chunks, kept too few loads in flight (v2).
 TENSOR_PARTIALS = 512
@@ -128,6 +133,7 @@ class Layout:
     element_emax: int = 0
     zero_point: int | None = None
     block_scale_grid: Grid | None = None  # NVFP4: the grid block scales are rounded onto
+    tensor_amax_given: bool = False  # NVFP4: the call passes its tensor amax (else computed)
     #: launches made for this layout (``launch.py``), by pass and tile
     launchers: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -221,7 +227,7 @@ def _nvfp4(x: torch.Tensor, tensor_amax: torch.Tensor | None) -> Plan:
     return _plan(x, rows, cols, Grid.of(E2M1), ScaleSource.FROM_AMAX,
                  unit=NVFP4_BLOCK_SIZE, scale_rule=ScaleRule.NVFP4,
                  amax_divisor=NVFP4_TENSOR_SCALE_DIVISOR, tensor_amax=tensor_amax,
-                 block_scale_grid=Grid.of(E4M3))
+                 block_scale_grid=Grid.of(E4M3), tensor_amax_given=tensor_amax is not None)
 
 
 def plan_nvfp4_weight(w, global_amax=None) -> Plan:
