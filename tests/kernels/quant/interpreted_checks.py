@@ -26,6 +26,8 @@ pytestmark = [
     ),
 ]
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from triton_fq_inputs import (  # noqa: E402
     CASES,
     DTYPES,
@@ -35,9 +37,6 @@ from triton_fq_inputs import (  # noqa: E402
     make_arguments,
     upstream_gradient,
 )
-
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from libreyolo.kernels import active, explain, ops, registered  # noqa: E402
 from libreyolo.kernels.quant.simulate import kernels  # noqa: E402

@@ -25,10 +25,10 @@ from enum import IntEnum
 
 import torch
 
-from libreyolo.capture import capture_reason
+from libreyolo.capture import CAPTURE_REASON, is_capturing
 from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.settings import interpreting, raw_values
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -311,29 +311,50 @@ def static_decline(plan: Plan) -> str | None:
 MAX_CACHED = 4096
 _CACHE = PlanCache(MAX_CACHED)
 _ROLES = ("x", "scale", "tensor_amax")
+_Tensor = torch.Tensor
 
 
 def prepare(slot: str, *args, **kwargs) -> Plan | str:
     """The validated plan of this call, or the reason the kernels decline it (bad input raises
     the reference's error). A description seen before reuses its layout and decline (see the
-    module docstring); graph capture is checked every call, after the arguments."""
-    planner = PLANNERS[slot]
-    captured = capture_reason()
-    if captured is not None:
-        planner(*args, **kwargs)  # the arguments are still checked
-        return captured
-    watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor))
-    key = (slot, interpreting(), *map(describe, args), *kwargs, *map(describe, kwargs.values()))
+    module docstring); graph capture is checked every call, after the arguments.
+
+    The key holds ``TRITON_INTERPRET`` as set (the static decline depends on it: equal values,
+    equal decisions) and no keyword part when there are no keywords, the common call."""
+    if is_capturing():
+        PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
+        return CAPTURE_REASON
+    if kwargs:
+        key = (slot, raw_values()[2], *map(describe, args), *kwargs,
+               *map(describe, kwargs.values()))
+        watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, _Tensor))
+    else:
+        key = (slot, raw_values()[2], *map(describe, args))
+        watched = tuple(a for a in args[1:] if isinstance(a, _Tensor)) if len(args) > 1 else ()
     kept = _CACHE.get(key, watched)
     if kept is not None:
-        layout, declined, where = kept
-        return declined or Plan(layout, *(_pick(args, kwargs, w) for w in where))
-    plan = planner(*args, **kwargs)
+        return kept[1](args, kwargs)
+    plan = PLANNERS[slot](*args, **kwargs)
     declined = static_decline(plan)
     where = tuple(_where(getattr(plan, role), args, kwargs) for role in _ROLES)
     if all(w is not False for w in where):  # else a tensor was copied: planned every call
-        _CACHE.put(key, (plan.layout, declined, where), watched)
+        _CACHE.put(key, (plan.layout, _binder(plan.layout, declined, where)), watched)
     return declined or plan
+
+
+def _binder(layout: Layout, declined: str | None, where: tuple):
+    """``bind(args, kwargs)``: the kept answer for a later call of the same description, its
+    decline or its ``Plan`` on that call's tensors (``where`` each role sits, from ``_where``);
+    the common shapes of ``where`` get a function without a loop."""
+    if declined is not None:
+        return lambda args, kwargs: declined
+    x_at, scale_at, amax_at = where
+    if type(x_at) is int and amax_at is None:
+        if scale_at is None:
+            return lambda args, kwargs: Plan(layout, args[x_at])
+        if type(scale_at) is int:
+            return lambda args, kwargs: Plan(layout, args[x_at], args[scale_at])
+    return lambda args, kwargs: Plan(layout, *(_pick(args, kwargs, w) for w in where))
 
 
 def _where(tensor, args: tuple, kwargs: dict):
