@@ -164,6 +164,24 @@ class Passes:
             return partials
         return plan.tensor_amax
 
+    def forward(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
+        """``first_pass`` then the forward ``quantize``, for contiguous ``x`` (the call without
+        autograd: one method, as most calls are this one)."""
+        out = torch.empty_like(x)
+        if self.empty:
+            return out
+        loaded = x.view(torch.int16) if self.as_int16 else x
+        if self.amax_launcher is not None:
+            partials = torch.empty((self.amax_rows, self.n_partials), dtype=torch.float32,
+                                   device=x.device)
+            self.amax_launcher(loaded, partials)
+        else:
+            partials = plan.tensor_amax
+        scale = plan.scale
+        self.forward_launcher(loaded, out.view(self.bits), x, x if scale is None else scale,
+                              x if partials is None else partials)
+        return out
+
     def quantize(self, plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
                  grad: torch.Tensor | None = None) -> torch.Tensor:
         """Forward output (``grad is None``) or the straight-through gradient, for contiguous
@@ -247,4 +265,4 @@ def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
     kept = plan.layout.launchers.get(tile)
     if kept is None:
         kept = passes(plan, x, tile)
-    return kept.quantize(plan, x, kept.first_pass(plan, x))
+    return kept.forward(plan, x)

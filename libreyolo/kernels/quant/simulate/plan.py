@@ -138,9 +138,11 @@ class Layout:
     launchers: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Plan(Prepared):
-    """One call's fake-quantization: its ``Layout`` and tensors."""
+    """One call's fake-quantization: its ``Layout`` and tensors. Made on every call (from a
+    kept layout), so not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``; nothing changes a plan after it is made."""
 
     layout: Layout
     x: torch.Tensor  # the input as given (launch makes it contiguous)
