@@ -233,10 +233,13 @@ def fake_quant_kernel(
 
     if BACKWARD:
         grad = tl.load(grad_ptr + offsets, mask=valid, other=0)
-        tl.store(out_ptr + offsets, tl.where(keep, grad, 0), mask=valid)
+        bits = tl.where(keep, grad, 0)
     else:
         value = tl.where(nonzero_scale, level * scale, 0.0)
-        tl.store(out_ptr + offsets, _output_bits(value, x != x, IN_KIND), mask=valid)
+        bits = _output_bits(value, x != x, IN_KIND)
+    # ``out`` is the output itself (float32, float16: no view per call) or bfloat16's int16
+    # bits; either way the bits are stored unchanged (a bitcast, never a conversion)
+    tl.store(out_ptr + offsets, bits.to(out_ptr.dtype.element_ty, bitcast=True), mask=valid)
 
 
 @triton.jit

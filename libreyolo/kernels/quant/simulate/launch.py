@@ -178,8 +178,8 @@ class Passes:
         else:
             partials = plan.tensor_amax
         scale = plan.scale
-        self.forward_launcher(loaded, out.view(self.bits), x, x if scale is None else scale,
-                              x if partials is None else partials)
+        self.forward_launcher(loaded, out.view(torch.int16) if self.as_int16 else out, x,
+                              x if scale is None else scale, x if partials is None else partials)
         return out
 
     def quantize(self, plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
@@ -197,7 +197,8 @@ class Passes:
                 launcher = self.backward_launcher = self._quantize_launcher(x, backward=True)
             third = grad.view(self.bits)
         scale = plan.scale
-        launcher(x.view(torch.int16) if self.as_int16 else x, out.view(self.bits), third,
+        launcher(x.view(torch.int16) if self.as_int16 else x,
+                 out.view(torch.int16) if self.as_int16 else out, third,
                  x if scale is None else scale, x if partials is None else partials)
         return out
 
