@@ -136,15 +136,16 @@ class Passes:
 
     def __init__(self, plan: Plan, x: torch.Tensor, tile: int) -> None:
         layout = self.layout = plan.layout
-        self.tiling = tiling(layout, tile)
-        self.empty = layout.rows * layout.cols == 0
         self.bits = _BITS[x.dtype]
         self.as_int16 = x.dtype == torch.bfloat16  # the kernel widens bfloat16 bits itself
-        self.inline_iterations = inline_amax_iterations(layout, self.tiling, tile)
         self.amax_launcher, self.amax_rows, self.n_partials = None, 1, 1
-        self.forward_launcher = self.backward_launcher = None
-        if self.empty:
+        self.forward_launcher = self.backward_launcher = self.tiling = None
+        self.inline_iterations = 0
+        self.empty = layout.rows * layout.cols == 0
+        if self.empty:  # nothing to launch (and no tiling: a unit of 0 columns)
             return
+        self.tiling = tiling(layout, tile)
+        self.inline_iterations = inline_amax_iterations(layout, self.tiling, tile)
         if layout.scale_rule == ScaleRule.NVFP4 and not layout.tensor_amax_given and \
                 not self.inline_iterations:
             self.n_partials, self.amax_launcher = _amax_launcher(
