@@ -111,9 +111,10 @@ def tiling(layout: Layout, tile: int = GPU_TILE) -> Tiling:
                   cdiv(n_units, block_units))
 
 
-def inline_amax_iterations(layout: Layout, t: Tiling, tile: int) -> int:
-    """How many ``tile``-sized chunks each program of an NVFP4 tensor without a given amax reads
-    to find the tensor amax itself (a power of two), or 0 when the tensor spans more than
+def inline_amax_iterations(layout: Layout, t: Tiling) -> int:
+    """How many tile-sized chunks (``block_units * unit_pad`` elements, as the kernel reads them)
+    each program of an NVFP4 tensor without a given amax reads to find the tensor amax itself (a
+    power of two), or 0 when the tensor spans more than
     ``INLINE_AMAX_TILES`` programs and an amax pass runs first (or the op needs no tensor amax).
 
     Small tensors are where a second launch costs most (its host time, not its GPU time, is the
@@ -122,7 +123,7 @@ def inline_amax_iterations(layout: Layout, t: Tiling, tile: int) -> int:
         return 0
     if t.programs > INLINE_AMAX_TILES:
         return 0
-    return next_power_of_2(cdiv(layout.rows * layout.cols, tile))
+    return next_power_of_2(cdiv(layout.rows * layout.cols, t.block_units * t.unit_pad))
 
 
 class Passes:
@@ -145,7 +146,7 @@ class Passes:
         if self.empty:  # nothing to launch (and no tiling: a unit of 0 columns)
             return
         self.tiling = tiling(layout, tile)
-        self.inline_iterations = inline_amax_iterations(layout, self.tiling, tile)
+        self.inline_iterations = inline_amax_iterations(layout, self.tiling)
         if layout.scale_rule == ScaleRule.NVFP4 and not layout.tensor_amax_given and \
                 not self.inline_iterations:
             self.n_partials, self.amax_launcher = _amax_launcher(
