@@ -12,16 +12,16 @@ import torch
 
 
 def is_capturing() -> bool:
-    """True under tracing, compiling, exporting or ONNX export."""
+    """True under tracing, compiling, exporting or ONNX export.
+
+    torch's functions are looked up on every call (a test or a tool may replace one); every
+    torch this package admits (``>=2.11``, pyproject.toml) has ``torch.compiler.is_exporting``,
+    so it is read as a plain attribute (every kernel call asks this)."""
     if torch.jit.is_tracing() or torch.jit.is_scripting():
         return True
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None:
-        if compiler.is_compiling():
-            return True
-        is_exporting = getattr(compiler, "is_exporting", None)
-        if is_exporting is not None and is_exporting():
-            return True
+    compiler = torch.compiler
+    if compiler.is_compiling() or compiler.is_exporting():
+        return True
     return _in_onnx_export()
 
 
@@ -40,11 +40,13 @@ def _onnx_export_flag():
 _in_onnx_export = _onnx_export_flag()
 
 
+#: The decline reason accelerated implementations give while a graph is captured.
+CAPTURE_REASON = "a graph is being captured (trace/compile/export): it must keep the portable path"
+
+
 def capture_reason() -> str | None:
-    """The decline reason accelerated implementations give while a graph is captured."""
-    if is_capturing():
-        return "a graph is being captured (trace/compile/export): it must keep the portable path"
-    return None
+    """``CAPTURE_REASON`` while a graph is captured, else None."""
+    return CAPTURE_REASON if is_capturing() else None
 
 
 def host_reads_forbidden() -> bool:

@@ -93,16 +93,19 @@ class Launcher:
     def __call__(self, *tensors: torch.Tensor) -> None:
         fast = self._fast
         if fast:
-            compiled, device, template, expected = fast
-            if _matches(tensors, expected):
-                runtime, driver = _triton()
+            compiled, device, template, checks, runtime, driver = fast
+            values = template.copy()  # per call: another thread may be launching too
+            # one pass: each tensor specializes as the kept kernel's (dtype, 16-byte alignment)
+            for (position, dtype, aligned), tensor in zip(checks, tensors, strict=True):
+                if tensor.dtype is not dtype or (tensor.data_ptr() & 15 == 0) is not aligned:
+                    break
+                values[position] = tensor
+            else:
                 active = driver.active
-                if active.get_current_device() == device and not self._kernel.pre_run_hooks and \
-                        not (_hooked(runtime.launch_enter_hook) or
-                             _hooked(runtime.launch_exit_hook)):
-                    values = template.copy()  # per call: another thread may be launching too
-                    for position, tensor in zip(self._positions, tensors, strict=True):
-                        values[position] = tensor
+                enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+                if active.get_current_device() == device and not self._kernel.pre_run_hooks \
+                        and not (enter is not None and getattr(enter, "calls", True)) \
+                        and not (leave is not None and getattr(leave, "calls", True)):
                     compiled.run(*self._grid, active.get_current_stream(device),
                                  compiled.function, compiled.packed_metadata, None, None, None,
                                  *values)
@@ -117,25 +120,19 @@ class Launcher:
             self._fast = _fast_state(self._kernel, args, self._kwargs, self._positions)
 
 
-def _matches(tensors: tuple, expected: tuple) -> bool:
-    """Each tensor has the dtype and the 16-byte alignment the kept kernel was compiled for."""
-    for tensor, (dtype, aligned) in zip(tensors, expected, strict=True):
-        if tensor.dtype is not dtype or (tensor.data_ptr() & 15 == 0) is not aligned:
-            return False
-    return True
-
-
 def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
-    """(compiled kernel, device, the launcher's argument values, each tensor's (dtype,
-    alignment)) after a launch; False when relaunching directly is not possible here (the
-    interpreter, non-CUDA tensors, a Triton without these internals); None to try again after
-    the next launch (``launch`` took Triton's full path and kept nothing: a hook was set)."""
+    """(compiled kernel, device, the launcher's argument values, each tensor's (position, dtype,
+    alignment), Triton's runtime knobs and driver) after a launch; False when relaunching
+    directly is not possible here (the interpreter, non-CUDA tensors, a Triton without these
+    internals); None to try again after the next launch (``launch`` took Triton's full path and
+    kept nothing: a hook was set)."""
     caches = getattr(kernel, "device_caches", None)
     if caches is None or not hasattr(kernel, "pre_run_hooks") or not _cuda_args(tuple(args)):
         return False
     if kernel.pre_run_hooks:
         return None
-    device = _triton()[1].active.get_current_device()
+    runtime, driver = _triton()
+    device = driver.active.get_current_device()
     bound, key = _bind(caches, device, args, kwargs)
     compiled = kernel.__dict__.get("_libreyolo_compiled", {}).get(key)
     if compiled is None:
@@ -143,10 +140,10 @@ def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
     values = list(bound.values())
     if any(values[p] is not args[p] for p in positions):
         return False
-    expected = tuple((args[p].dtype, args[p].data_ptr() & 15 == 0) for p in positions)
+    checks = tuple((p, args[p].dtype, args[p].data_ptr() & 15 == 0) for p in positions)
     for p in positions:  # the kept values hold no tensor between calls
         values[p] = None
-    return compiled, device, values, expected
+    return compiled, device, values, checks, runtime, driver
 
 
 @functools.cache

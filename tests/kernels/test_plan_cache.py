@@ -14,6 +14,7 @@ import torch
 
 from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.quant.simulate import plan as fq
+from libreyolo.kernels.settings import raw_values
 
 
 @pytest.fixture
@@ -78,20 +79,20 @@ def test_another_scale_tensor_with_the_same_metadata_is_validated(planned):
         fq.prepare("fake_quant_fp8", x, torch.tensor(-1.0))
 
 
+def _kept_affine(*args):
+    """The cache entry (layout, binder) of an int8 affine call with these arguments."""
+    key = ("fake_quant_int8_affine", raw_values()[2], *map(describe, args))
+    return fq._CACHE.get(key, args[1:])
+
+
 def test_a_zero_point_changed_in_place_is_read_again(planned):
     x, scale, zero_point = torch.randn(64), torch.tensor(0.05), torch.tensor(3)
     assert _layout(fq.prepare("fake_quant_int8_affine", x, scale, zero_point)) is not None
-    first = fq._CACHE.get(("fake_quant_int8_affine", False, *map(describe, (x, scale,
-                                                                            zero_point))),
-                          (scale, zero_point))
-    assert first[0].zero_point == 3
+    assert _kept_affine(x, scale, zero_point)[0].zero_point == 3
     zero_point.fill_(-7)
     fq.prepare("fake_quant_int8_affine", x, scale, zero_point)
     assert planned["fake_quant_int8_affine"] == 2
-    kept = fq._CACHE.get(("fake_quant_int8_affine", False, *map(describe, (x, scale,
-                                                                           zero_point))),
-                         (scale, zero_point))
-    assert kept[0].zero_point == -7
+    assert _kept_affine(x, scale, zero_point)[0].zero_point == -7
 
 
 def test_a_plan_whose_scale_was_not_read_is_not_kept(planned, monkeypatch):

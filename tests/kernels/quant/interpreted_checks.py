@@ -26,6 +26,8 @@ pytestmark = [
     ),
 ]
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from triton_fq_inputs import (  # noqa: E402
     CASES,
     DTYPES,
@@ -37,6 +39,7 @@ from triton_fq_inputs import (  # noqa: E402
 )
 
 from libreyolo.kernels import active, explain, ops, registered  # noqa: E402
+from libreyolo.kernels.quant.simulate import kernels  # noqa: E402
 from libreyolo.kernels.quant.simulate.plan import GPU_TILE, PLANNERS  # noqa: E402
 from libreyolo.quant import fake_quant as reference  # noqa: E402
 
@@ -213,6 +216,64 @@ def test_tensor_amax_pass_uses_more_partials_and_covers_every_chunk():
     assert partials.shape[1] <= launch.TENSOR_PARTIALS
     want = torch.where(torch.isfinite(x), x.abs(), 0).amax()
     assert torch.equal(partials.amax(), want)
+
+
+INLINE_LIMIT_CASES = {"gpu-nvfp4-weight-inline-limit": 1, "gpu-nvfp4-dynamic-inline-limit": 1,
+                      "gpu-nvfp4-weight-past-inline-limit": 2}
+
+
+def _kernels_launched(monkeypatch) -> list[str]:
+    """The names of the kernels launched from now on (recorded, then launched)."""
+    from libreyolo.kernels import triton_launch
+
+    names, real = [], triton_launch.Launcher.__call__
+
+    def recorded(self, *tensors):
+        names.append(self._kernel.fn.__name__)
+        return real(self, *tensors)
+
+    monkeypatch.setattr(triton_launch.Launcher, "__call__", recorded)
+    return names
+
+
+@pytest.mark.parametrize("case_id", INLINE_LIMIT_CASES)
+def test_nvfp4_takes_one_launch_up_to_the_inline_limit_and_two_past_it(case_id, monkeypatch):
+    """At INLINE_AMAX_TILES programs the quantizing pass finds the tensor amax itself; one more
+    program and the amax pass runs first (both exact: the forward and backward tests)."""
+    case = CASES[case_id]
+    args, kwargs = make_arguments(case, torch.float32)
+    plan = PLANNERS[case["slot"]](*args, **kwargs)
+    programs = _launch().tiling(plan.layout, GPU_TILE).programs
+    assert programs == (16 if INLINE_LIMIT_CASES[case_id] == 1 else 17)
+    launched = _kernels_launched(monkeypatch)
+    _triton(case, *args, **kwargs)
+    assert len(launched) == INLINE_LIMIT_CASES[case_id], launched
+    assert launched[-1] == "fake_quant_kernel"
+
+
+@triton.jit
+def _amax_of_own_tile_only(x_ptr, base, length, first, step, IN_KIND: tl.constexpr,
+                           CHUNK: tl.constexpr, ITERATIONS: tl.constexpr):
+    """Broken on purpose: each program's 'tensor' amax is the amax of its own tile."""
+    tile = tl.num_programs(0) - 1 - tl.program_id(0)
+    col = tile.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+    valid = col < length
+    x = kernels._load_float32(x_ptr, base + col, valid, IN_KIND)
+    return tl.max(kernels._finite_abs(x, valid), axis=0)
+
+
+@pytest.mark.parametrize("case_id", ["gpu-nvfp4-weight-inline-limit",
+                                     "gpu-nvfp4-dynamic-inline-limit"])
+def test_an_inline_amax_over_each_programs_own_tile_is_caught(case_id, monkeypatch):
+    """Negative control: the inline tensor amax taken over the program's tile only gives
+    other bits than the reference on the limit cases (the check above would fail)."""
+    case = CASES[case_id]
+    args, kwargs = make_arguments(case, torch.float32)
+    want = getattr(reference, case["slot"])(*args, **kwargs)
+    _assert_same_bits(_triton(case, *args, **kwargs), want, f"{case_id} forward")
+    monkeypatch.setattr(kernels, "_finite_amax", _amax_of_own_tile_only)
+    with pytest.raises(pytest.fail.Exception, match="elements differ"):
+        _assert_same_bits(_triton(case, *args, **kwargs), want, f"{case_id} broken forward")
 
 
 def test_backward_after_the_input_changed_in_place_is_refused_like_the_reference():

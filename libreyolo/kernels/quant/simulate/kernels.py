@@ -85,6 +85,23 @@ def _load_float32(ptr, offsets, valid, IN_KIND: tl.constexpr):
 
 
 @triton.jit
+def _finite_amax(x_ptr, base, length, first, step,
+                 IN_KIND: tl.constexpr, CHUNK: tl.constexpr, ITERATIONS: tl.constexpr):
+    """The finite amax of chunks ``first, first + step, ...`` (``ITERATIONS`` of them, each
+    ``CHUNK`` elements) of the ``length`` elements from ``x_ptr + base``; chunks past the end
+    read nothing. Shared by the amax pass (one program per partial) and the quantizing pass of
+    a small NVFP4 tensor (each program reduces the whole tensor itself)."""
+    lanes = tl.arange(0, CHUNK)
+    running = tl.zeros([CHUNK], dtype=tl.float32)
+    for i in range(ITERATIONS):
+        col = tl.cast(first + i * step, tl.int64) * CHUNK + lanes
+        valid = col < length
+        x = _load_float32(x_ptr, base + col, valid, IN_KIND)
+        running = tl.maximum(running, _finite_abs(x, valid))
+    return tl.max(running, axis=0)
+
+
+@triton.jit
 def _output_bits(value, is_nan, IN_KIND: tl.constexpr):
     """The bits to store for float32 ``value`` in the input's dtype, rounded to nearest-even,
     with NaN written as that dtype's canonical quiet NaN."""
@@ -129,6 +146,7 @@ def fake_quant_kernel(
     SCALE_MBITS: tl.constexpr, SCALE_EMIN: tl.constexpr, SCALE_MAX: tl.constexpr,
     HAS_ZERO_POINT: tl.constexpr, BACKWARD: tl.constexpr,
     BLOCK_UNITS: tl.constexpr, UNIT_PAD: tl.constexpr, PARTIALS_PAD: tl.constexpr,
+    INLINE_AMAX_ITERATIONS: tl.constexpr,
 ):
     """Forward: ``out = fake_quant(x)``. Backward (``BACKWARD``): ``out = where(mask, grad, 0)``
     with the straight-through mask of the same elements, recomputed from ``x``.
@@ -136,6 +154,9 @@ def fake_quant_kernel(
     ``grad_ptr`` is read only in backward and ``partials_ptr`` only for amax-derived scales
     (row partials, or the NVFP4 tensor amax); callers pass any tensor otherwise. ``SCALE_*``
     describe the grid of NVFP4's block scales (E4M3), unused by the other rules.
+    ``INLINE_AMAX_ITERATIONS`` > 0 (NVFP4 on a tensor of a few tiles, no amax pass): each
+    program finds the tensor amax itself, reading the whole tensor in that many tile-sized
+    chunks (a power of two), and backward recomputes it the same way, so both see one amax.
     """
     # Tiles in reverse launch order: the tensor's tail comes first, which is what the producer
     # of ``x`` (or the amax pass, which reads its chunks in order) touched last and L2 still
@@ -165,9 +186,14 @@ def fake_quant_kernel(
                               mask=in_row, other=0.0)
             amax = tl.max(partial, axis=1)
         if SCALE_RULE == RULE_NVFP4:
-            slots = tl.arange(0, PARTIALS_PAD)
-            tensor_amax = tl.max(tl.load(partials_ptr + slots, mask=slots < n_partials,
-                                         other=0.0), axis=0)
+            if INLINE_AMAX_ITERATIONS > 0:  # a small tensor: its amax, read whole by each program
+                tensor_amax = _finite_amax(x_ptr, 0, (n_units // units_per_row) * cols, 0, 1,
+                                           IN_KIND, BLOCK_UNITS * UNIT_PAD,
+                                           INLINE_AMAX_ITERATIONS)
+            else:
+                slots = tl.arange(0, PARTIALS_PAD)
+                tensor_amax = tl.max(tl.load(partials_ptr + slots, mask=slots < n_partials,
+                                             other=0.0), axis=0)
             tensor_scale = _amax_to_scale(tensor_amax, AMAX_DIVISOR)
             divisor = tensor_scale * FMAX  # FMAX: the E2M1 max, 6
             divisor = tl.where(divisor == 0.0, 1.0, divisor)
@@ -207,10 +233,13 @@ def fake_quant_kernel(
 
     if BACKWARD:
         grad = tl.load(grad_ptr + offsets, mask=valid, other=0)
-        tl.store(out_ptr + offsets, tl.where(keep, grad, 0), mask=valid)
+        bits = tl.where(keep, grad, 0)
     else:
         value = tl.where(nonzero_scale, level * scale, 0.0)
-        tl.store(out_ptr + offsets, _output_bits(value, x != x, IN_KIND), mask=valid)
+        bits = _output_bits(value, x != x, IN_KIND)
+    # ``out`` is the output itself (float32, float16: no view per call) or bfloat16's int16
+    # bits; either way the bits are stored unchanged (a bitcast, never a conversion)
+    tl.store(out_ptr + offsets, bits.to(out_ptr.dtype.element_ty, bitcast=True), mask=valid)
 
 
 @triton.jit
@@ -229,12 +258,6 @@ def finite_amax_partials_kernel(
     """
     r = tl.program_id(0)
     p = tl.program_id(1)
-    lanes = tl.arange(0, CHUNK)
-    base = r.to(tl.int64) * cols
-    running = tl.zeros([CHUNK], dtype=tl.float32)
-    for i in range(ITERATIONS):
-        col = (i * n_partials + p).to(tl.int64) * CHUNK + lanes
-        valid = col < cols
-        x = _load_float32(x_ptr, base + col, valid, IN_KIND)
-        running = tl.maximum(running, _finite_abs(x, valid))
-    tl.store(partials_ptr + r * n_partials + p, tl.max(running, axis=0))
+    amax = _finite_amax(x_ptr, r.to(tl.int64) * cols, cols, p, n_partials,
+                        IN_KIND, CHUNK, ITERATIONS)
+    tl.store(partials_ptr + r * n_partials + p, amax)

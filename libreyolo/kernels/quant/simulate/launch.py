@@ -2,17 +2,20 @@
 
 Forward is one launch of ``fake_quant_kernel``. Two kinds of op need a first pass
 (``finite_amax_partials_kernel``), because their scale depends on more elements than one tile
-holds: NVFP4 without a given ``global_amax`` (the tensor scale needs the whole tensor's amax) and
-dynamic per-row scales of rows wider than ``MAX_UNIT``. Backward is one launch of the same kernel
-in its backward mode: it recomputes the mask from ``x`` and the saved partials instead of
+holds: NVFP4 without a given ``global_amax`` on a tensor of more than ``INLINE_AMAX_TILES``
+tiles (the tensor scale needs the whole tensor's amax; on fewer tiles each quantizing program
+reads the whole tensor itself, in one launch) and dynamic per-row scales of rows wider than
+``MAX_UNIT``. Backward is one launch of the same kernel in its backward mode: it recomputes the
+mask from ``x`` and the saved partials (or the inline amax, from the same ``x``) instead of
 storing a mask in forward, so forward writes nothing but its output.
 
 Non-contiguous inputs are copied to a contiguous tensor first (an explicit, documented copy: the
 kernel then needs no strides, and the copy is the only extra pass such inputs cost).
 
-Each launch is made once per layout, pass and tile (a ``triton_launch.Launcher`` kept on the
-``Layout``), so a steady-state call allocates its output and relaunches the compiled kernel with
-its tensors: the sizes, grid and constants were worked out on the first call.
+What a call runs is worked out once per layout and tile (a ``Passes`` kept on the ``Layout``,
+holding its ``triton_launch.Launcher``s), so a steady-state call allocates its output and
+relaunches the compiled kernel with its tensors: the sizes, grid, constants and which passes run
+were decided on the first call.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ...triton_launch import Launcher
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
 from .plan import (
     GPU_TILE,
+    INLINE_AMAX_TILES,
     MAX_PARTIALS,
     TENSOR_PARTIALS,
     AmaxFrom,
@@ -61,25 +65,25 @@ def _warps(elements: int) -> int:
     return 8 if elements >= 4096 else 4
 
 
-def amax_partials(
-    x: torch.Tensor, rows: int, cols: int, chunk: int, max_partials: int = MAX_PARTIALS,
-    launchers: dict | None = None,
-) -> torch.Tensor:
+def _amax_launcher(x: torch.Tensor, rows: int, cols: int, chunk: int,
+                   max_partials: int) -> tuple[int, Launcher]:
+    """(n, the launch) of the amax pass writing ``(rows, n)`` partial finite maxima of a
+    row-major ``(rows, cols)`` tensor, n <= ``max_partials`` (a power of two)."""
+    chunks = cdiv(cols, chunk)
+    iterations = next_power_of_2(cdiv(chunks, max_partials))
+    n_partials = max(1, cdiv(chunks, iterations))
+    return n_partials, Launcher(
+        finite_amax_partials_kernel, (rows, n_partials), x, x, cols, n_partials,
+        IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
+        num_warps=_warps(chunk),
+    )
+
+
+def amax_partials(x: torch.Tensor, rows: int, cols: int, chunk: int,
+                  max_partials: int = MAX_PARTIALS) -> torch.Tensor:
     """``(rows, n)`` partial finite maxima of a row-major ``(rows, cols)`` tensor,
-    n <= ``max_partials`` (a power of two); its launch is kept in ``launchers`` (a layout's)."""
-    key = ("amax", rows, cols, chunk, max_partials)
-    launchers = {} if launchers is None else launchers
-    kept = launchers.get(key)
-    if kept is None:
-        chunks = cdiv(cols, chunk)
-        iterations = next_power_of_2(cdiv(chunks, max_partials))
-        n_partials = max(1, cdiv(chunks, iterations))
-        kept = launchers[key] = (n_partials, Launcher(
-            finite_amax_partials_kernel, (rows, n_partials), x, x, cols, n_partials,
-            IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
-            num_warps=_warps(chunk),
-        ))
-    n_partials, launcher = kept
+    n <= ``max_partials`` (a power of two): the amax pass on its own."""
+    n_partials, launcher = _amax_launcher(x, rows, cols, chunk, max_partials)
     partials = torch.empty((rows, n_partials), dtype=torch.float32, device=x.device)
     launcher(_as_loaded(x), partials)
     return partials
@@ -107,65 +111,129 @@ def tiling(layout: Layout, tile: int = GPU_TILE) -> Tiling:
                   cdiv(n_units, block_units))
 
 
-def first_pass(plan: Plan, x: torch.Tensor, tile: int) -> torch.Tensor | None:
-    """The amax partials the quantizing pass reads, or None when it needs none."""
-    layout = plan.layout
-    if x.numel() == 0:
-        return None
-    if layout.scale_rule == ScaleRule.NVFP4:
-        if plan.tensor_amax is not None:
-            return plan.tensor_amax.reshape(1, 1)
-        return amax_partials(x, 1, x.numel(), tile, TENSOR_PARTIALS, layout.launchers)
-    if layout.amax_from == AmaxFrom.ROW_PARTIALS:
-        return amax_partials(x, layout.rows, layout.cols, tile, launchers=layout.launchers)
-    return None
+def inline_amax_iterations(layout: Layout, t: Tiling) -> int:
+    """How many tile-sized chunks (``block_units * unit_pad`` elements, as the kernel reads them)
+    each program of an NVFP4 tensor without a given amax reads to find the tensor amax itself (a
+    power of two), or 0 when the tensor spans more than
+    ``INLINE_AMAX_TILES`` programs and an amax pass runs first (or the op needs no tensor amax).
+
+    Small tensors are where a second launch costs most (its host time, not its GPU time, is the
+    call's cost) and where each program reading the whole tensor costs least (it sits in L2)."""
+    if layout.scale_rule != ScaleRule.NVFP4 or layout.tensor_amax_given:
+        return 0
+    if t.programs > INLINE_AMAX_TILES:
+        return 0
+    return next_power_of_2(cdiv(layout.rows * layout.cols, t.block_units * t.unit_pad))
 
 
-def quantize(
-    plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
-    grad: torch.Tensor | None = None, tile: int = GPU_TILE,
-) -> torch.Tensor:
-    """Forward output (``grad is None``) or the straight-through gradient, for contiguous ``x``."""
-    out = torch.empty_like(x)
-    if x.numel() == 0:
+class Passes:
+    """What every call of one layout at one tile runs, worked out on its first call: whether an
+    amax pass runs first, and the quantizing launches (forward now, backward on first use), so a
+    steady-state call allocates its output and relaunches."""
+
+    __slots__ = ("layout", "tiling", "empty", "bits", "as_int16", "inline_iterations",
+                 "amax_rows", "n_partials", "amax_launcher", "forward_launcher",
+                 "backward_launcher")
+
+    def __init__(self, plan: Plan, x: torch.Tensor, tile: int) -> None:
+        layout = self.layout = plan.layout
+        self.bits = _BITS[x.dtype]
+        self.as_int16 = x.dtype == torch.bfloat16  # the kernel widens bfloat16 bits itself
+        self.amax_launcher, self.amax_rows, self.n_partials = None, 1, 1
+        self.forward_launcher = self.backward_launcher = self.tiling = None
+        self.inline_iterations = 0
+        self.empty = layout.rows * layout.cols == 0
+        if self.empty:  # nothing to launch (and no tiling: a unit of 0 columns)
+            return
+        self.tiling = tiling(layout, tile)
+        self.inline_iterations = inline_amax_iterations(layout, self.tiling)
+        if layout.scale_rule == ScaleRule.NVFP4 and not layout.tensor_amax_given and \
+                not self.inline_iterations:
+            self.n_partials, self.amax_launcher = _amax_launcher(
+                x, 1, layout.rows * layout.cols, tile, TENSOR_PARTIALS)
+        elif layout.amax_from == AmaxFrom.ROW_PARTIALS:
+            self.amax_rows = layout.rows
+            self.n_partials, self.amax_launcher = _amax_launcher(
+                x, layout.rows, layout.cols, tile, MAX_PARTIALS)
+        self.forward_launcher = self._quantize_launcher(x, backward=False)
+
+    def first_pass(self, plan: Plan, x: torch.Tensor) -> torch.Tensor | None:
+        """The amax partials (or the given tensor amax) the quantizing pass reads, or None."""
+        if self.amax_launcher is not None:
+            partials = torch.empty((self.amax_rows, self.n_partials), dtype=torch.float32,
+                                   device=x.device)
+            self.amax_launcher(x.view(torch.int16) if self.as_int16 else x, partials)
+            return partials
+        return plan.tensor_amax
+
+    def forward(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
+        """``first_pass`` then the forward ``quantize``, for contiguous ``x`` (the call without
+        autograd: one method, as most calls are this one)."""
+        out = torch.empty_like(x)
+        if self.empty:
+            return out
+        loaded = x.view(torch.int16) if self.as_int16 else x
+        if self.amax_launcher is not None:
+            partials = torch.empty((self.amax_rows, self.n_partials), dtype=torch.float32,
+                                   device=x.device)
+            self.amax_launcher(loaded, partials)
+        else:
+            partials = plan.tensor_amax
+        scale = plan.scale
+        self.forward_launcher(loaded, out.view(torch.int16) if self.as_int16 else out, x,
+                              x if scale is None else scale, x if partials is None else partials)
         return out
-    layout = plan.layout
-    backward = grad is not None
-    key = ("quantize", tile, backward)
-    launcher = layout.launchers.get(key)
-    if launcher is None:
-        launcher = layout.launchers[key] = _quantize_launcher(layout, plan, x, partials, tile,
-                                                              backward)
-    bits = _BITS[x.dtype]
-    launcher(_as_loaded(x), out.view(bits), x if grad is None else grad.view(bits),
-             plan.scale if plan.scale is not None else x,
-             partials if partials is not None else x)
-    return out
+
+    def quantize(self, plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
+                 grad: torch.Tensor | None = None) -> torch.Tensor:
+        """Forward output (``grad is None``) or the straight-through gradient, for contiguous
+        ``x``."""
+        out = torch.empty_like(x)
+        if self.empty:
+            return out
+        if grad is None:
+            launcher, third = self.forward_launcher, x
+        else:
+            launcher = self.backward_launcher
+            if launcher is None:
+                launcher = self.backward_launcher = self._quantize_launcher(x, backward=True)
+            third = grad.view(self.bits)
+        scale = plan.scale
+        launcher(x.view(torch.int16) if self.as_int16 else x,
+                 out.view(torch.int16) if self.as_int16 else out, third,
+                 x if scale is None else scale, x if partials is None else partials)
+        return out
+
+    def _quantize_launcher(self, x: torch.Tensor, backward: bool) -> Launcher:
+        """The quantizing pass (tensors are placeholders: each call passes its own)."""
+        layout, t = self.layout, self.tiling
+        grid, block_scales = layout.grid, layout.block_scale_grid or _NO_BLOCK_SCALES
+        return Launcher(
+            fake_quant_kernel, (t.programs,), x, x, x, x, x,
+            t.n_units, t.units_per_row, layout.cols, t.unit, layout.channels, self.n_partials,
+            layout.zero_point or 0,
+            IN_KIND=int(InputKind.of(x.dtype)),
+            FLOAT_GRID=grid.floating, QMIN=grid.qmin, QMAX=grid.qmax,
+            MBITS=grid.mbits, EMIN=grid.emin, FMAX=grid.fmax,
+            SCALE_SOURCE=int(layout.scale_source), AMAX_FROM=int(layout.amax_from),
+            SCALE_RULE=int(layout.scale_rule), AMAX_DIVISOR=layout.amax_divisor,
+            ELEMENT_EMAX=layout.element_emax, SCALE_MBITS=block_scales.mbits,
+            SCALE_EMIN=block_scales.emin, SCALE_MAX=block_scales.fmax,
+            HAS_ZERO_POINT=bool(layout.zero_point),
+            BACKWARD=backward,
+            BLOCK_UNITS=t.block_units, UNIT_PAD=t.unit_pad,
+            PARTIALS_PAD=next_power_of_2(self.n_partials),
+            INLINE_AMAX_ITERATIONS=self.inline_iterations,
+            num_warps=_warps(t.block_units * t.unit_pad), enable_fp_fusion=False,
+        )
 
 
-def _quantize_launcher(layout: Layout, plan: Plan, x: torch.Tensor,
-                       partials: torch.Tensor | None, tile: int, backward: bool) -> Launcher:
-    """The quantizing pass of ``layout`` (tensors are placeholders: each call passes its own)."""
-    t = tiling(layout, tile)
-    n_partials = partials.shape[-1] if partials is not None else 1
-    grid, block_scales = layout.grid, layout.block_scale_grid or _NO_BLOCK_SCALES
-    return Launcher(
-        fake_quant_kernel, (t.programs,), x, x, x, x, x,
-        t.n_units, t.units_per_row, layout.cols, t.unit, layout.channels, n_partials,
-        layout.zero_point or 0,
-        IN_KIND=int(InputKind.of(x.dtype)),
-        FLOAT_GRID=grid.floating, QMIN=grid.qmin, QMAX=grid.qmax,
-        MBITS=grid.mbits, EMIN=grid.emin, FMAX=grid.fmax,
-        SCALE_SOURCE=int(layout.scale_source), AMAX_FROM=int(layout.amax_from),
-        SCALE_RULE=int(layout.scale_rule), AMAX_DIVISOR=layout.amax_divisor,
-        ELEMENT_EMAX=layout.element_emax, SCALE_MBITS=block_scales.mbits,
-        SCALE_EMIN=block_scales.emin, SCALE_MAX=block_scales.fmax,
-        HAS_ZERO_POINT=bool(layout.zero_point),
-        BACKWARD=backward,
-        BLOCK_UNITS=t.block_units, UNIT_PAD=t.unit_pad,
-        PARTIALS_PAD=next_power_of_2(n_partials),
-        num_warps=_warps(t.block_units * t.unit_pad), enable_fp_fusion=False,
-    )
+def passes(plan: Plan, x: torch.Tensor, tile: int) -> Passes:
+    """The layout's ``Passes`` at ``tile``, made on its first call (``x``: a contiguous input)."""
+    kept = plan.layout.launchers.get(tile)
+    if kept is None:
+        kept = plan.layout.launchers[tile] = Passes(plan, x, tile)
+    return kept
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -175,23 +243,29 @@ class _StraightThrough(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, plan, tile):
         x = x.detach().contiguous()
-        partials = first_pass(plan, x, tile)
+        kept = passes(plan, x, tile)
+        partials = kept.first_pass(plan, x)
         # saved for backward, so autograd refuses a backward after x was changed in place (the
-        # mask is recomputed from x, and must be the forward's)
+        # mask is recomputed from x, and must be the forward's: the same partials, or for a
+        # tensor amax found inline the same x, read whole again)
         ctx.save_for_backward(x)
-        ctx.plan, ctx.partials, ctx.tile = plan, partials, tile
-        return quantize(plan, x, partials, tile=tile)
+        ctx.plan, ctx.partials, ctx.passes = plan, partials, kept
+        return kept.quantize(plan, x, partials)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         grad = g.reshape(x.shape).contiguous()
-        return quantize(ctx.plan, x, ctx.partials, grad, ctx.tile), None, None
+        return ctx.passes.quantize(ctx.plan, x, ctx.partials, grad), None, None
 
 
 def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
     """Fake-quantize ``plan.x``; differentiable (straight-through) when it requires grad."""
-    if torch.is_grad_enabled() and plan.x.requires_grad:
-        return _StraightThrough.apply(plan.x, plan, tile)
-    x = plan.x.contiguous()
-    return quantize(plan, x, first_pass(plan, x, tile), tile=tile)
+    x = plan.x
+    if x.requires_grad and torch.is_grad_enabled():
+        return _StraightThrough.apply(x, plan, tile)
+    x = x.contiguous()
+    kept = plan.layout.launchers.get(tile)
+    if kept is None:
+        kept = passes(plan, x, tile)
+    return kept.forward(plan, x)

@@ -25,10 +25,10 @@ from enum import IntEnum
 
 import torch
 
-from libreyolo.capture import capture_reason
+from libreyolo.capture import CAPTURE_REASON, is_capturing
 from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.settings import interpreting, raw_values
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -53,6 +53,11 @@ GPU_TILE = 4096
 MAX_UNIT = 8192
 #: At most this many partial maxima per row in the amax pass; the quantizing pass reduces them.
 MAX_PARTIALS = 128
+#: NVFP4 without ``global_amax`` on a tensor of at most this many quantizing programs (GPU
+#: tiles) takes one launch: each program reads the whole tensor for its amax (256 KiB of float32
+#: at most, from L2), instead of an amax pass first (a second launch: on the H200 host, 2026-12-01,
+#: NVFP4 calls took 46-51 µs against 27-33 for one-launch slots). Larger tensors keep the pass.
+INLINE_AMAX_TILES = 16
 #: The same for the single-row pass of a whole tensor's amax (NVFP4 without ``global_amax``): 128
 #: programs, one per SM, each looping over its chunks, kept too few loads in flight (v2).
 TENSOR_PARTIALS = 512
@@ -128,13 +133,16 @@ class Layout:
     element_emax: int = 0
     zero_point: int | None = None
     block_scale_grid: Grid | None = None  # NVFP4: the grid block scales are rounded onto
-    #: launches made for this layout (``launch.py``), by pass and tile
+    tensor_amax_given: bool = False  # NVFP4: the call passes its tensor amax (else computed)
+    #: what runs for this layout (``launch.Passes``, with its launches), by tile
     launchers: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Plan(Prepared):
-    """One call's fake-quantization: its ``Layout`` and tensors."""
+    """One call's fake-quantization: its ``Layout`` and tensors. Made on every call (from a
+    kept layout), so not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``; nothing changes a plan after it is made."""
 
     layout: Layout
     x: torch.Tensor  # the input as given (launch makes it contiguous)
@@ -221,7 +229,7 @@ def _nvfp4(x: torch.Tensor, tensor_amax: torch.Tensor | None) -> Plan:
     return _plan(x, rows, cols, Grid.of(E2M1), ScaleSource.FROM_AMAX,
                  unit=NVFP4_BLOCK_SIZE, scale_rule=ScaleRule.NVFP4,
                  amax_divisor=NVFP4_TENSOR_SCALE_DIVISOR, tensor_amax=tensor_amax,
-                 block_scale_grid=Grid.of(E4M3))
+                 block_scale_grid=Grid.of(E4M3), tensor_amax_given=tensor_amax is not None)
 
 
 def plan_nvfp4_weight(w, global_amax=None) -> Plan:
@@ -305,29 +313,50 @@ def static_decline(plan: Plan) -> str | None:
 MAX_CACHED = 4096
 _CACHE = PlanCache(MAX_CACHED)
 _ROLES = ("x", "scale", "tensor_amax")
+_Tensor = torch.Tensor
 
 
 def prepare(slot: str, *args, **kwargs) -> Plan | str:
     """The validated plan of this call, or the reason the kernels decline it (bad input raises
     the reference's error). A description seen before reuses its layout and decline (see the
-    module docstring); graph capture is checked every call, after the arguments."""
-    planner = PLANNERS[slot]
-    captured = capture_reason()
-    if captured is not None:
-        planner(*args, **kwargs)  # the arguments are still checked
-        return captured
-    watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor))
-    key = (slot, interpreting(), *map(describe, args), *kwargs, *map(describe, kwargs.values()))
+    module docstring); graph capture is checked every call, after the arguments.
+
+    The key holds ``TRITON_INTERPRET`` as set (the static decline depends on it: equal values,
+    equal decisions) and no keyword part when there are no keywords, the common call."""
+    if is_capturing():
+        PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
+        return CAPTURE_REASON
+    if kwargs:
+        key = (slot, raw_values()[2], *map(describe, args), *kwargs,
+               *map(describe, kwargs.values()))
+        watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, _Tensor))
+    else:
+        key = (slot, raw_values()[2], *map(describe, args))
+        watched = tuple(a for a in args[1:] if isinstance(a, _Tensor)) if len(args) > 1 else ()
     kept = _CACHE.get(key, watched)
     if kept is not None:
-        layout, declined, where = kept
-        return declined or Plan(layout, *(_pick(args, kwargs, w) for w in where))
-    plan = planner(*args, **kwargs)
+        return kept[1](args, kwargs)
+    plan = PLANNERS[slot](*args, **kwargs)
     declined = static_decline(plan)
     where = tuple(_where(getattr(plan, role), args, kwargs) for role in _ROLES)
     if all(w is not False for w in where):  # else a tensor was copied: planned every call
-        _CACHE.put(key, (plan.layout, declined, where), watched)
+        _CACHE.put(key, (plan.layout, _binder(plan.layout, declined, where)), watched)
     return declined or plan
+
+
+def _binder(layout: Layout, declined: str | None, where: tuple):
+    """``bind(args, kwargs)``: the kept answer for a later call of the same description, its
+    decline or its ``Plan`` on that call's tensors (``where`` each role sits, from ``_where``);
+    the common shapes of ``where`` get a function without a loop."""
+    if declined is not None:
+        return lambda args, kwargs: declined
+    x_at, scale_at, amax_at = where
+    if type(x_at) is int and amax_at is None:
+        if scale_at is None:
+            return lambda args, kwargs: Plan(layout, args[x_at])
+        if type(scale_at) is int:
+            return lambda args, kwargs: Plan(layout, args[x_at], args[scale_at])
+    return lambda args, kwargs: Plan(layout, *(_pick(args, kwargs, w) for w in where))
 
 
 def _where(tensor, args: tuple, kwargs: dict):

@@ -17,8 +17,8 @@ described as an earlier one reuses that one's layout):
 
 from __future__ import annotations
 
+import functools
 import importlib.util
-from functools import cache
 from pathlib import Path
 
 import torch
@@ -50,7 +50,7 @@ def _triton_installed() -> bool:
         return False
 
 
-@cache
+@functools.cache
 def _launch():
     """The launch module, imported (with triton) when a kernel first runs, then kept: an import
     statement in every call costs about a microsecond."""
@@ -61,9 +61,8 @@ def _launch():
 
 def _implementation(slot: str):
     planner = PLANNERS[slot]
-
-    def accepts(*args, **kwargs) -> str | Plan:
-        return prepare(slot, *args, **kwargs)
+    # ``prepare`` itself, bound to the slot: no wrapper's frame on every call
+    accepts = functools.partial(prepare, slot)
 
     def run(*args, prepared: Plan | None = None, **kwargs) -> torch.Tensor:
         return _launch().run(prepared if prepared is not None else planner(*args, **kwargs))

@@ -1,0 +1,124 @@
+"""``triton_launch.Launcher``'s direct relaunch, its logic checked on the CPU with a stand-in
+kernel, driver and compiled kernel (the real one runs only on CUDA:
+``tests/registry/test_triton_launch_cuda.py`` compares its outputs with the reference there).
+
+The stand-ins follow the triton 3.6 internals the module relies on (a kernel's
+``device_caches[device][4]`` binder, ``kernel[grid](...)`` returning the compiled kernel, the
+compiled kernel's ``run``). What is held: the relaunch passes the call's tensors in their
+positions with the fixed arguments between them, and any difference Triton would specialize or
+hook differently (dtype, 16-byte alignment, device, a launch hook, a pre-run hook) takes
+Triton's own path instead.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from libreyolo.kernels import triton_launch
+
+
+class _Chain:
+    def __init__(self):
+        self.calls = []
+
+
+class _Compiled:
+    function, packed_metadata = "function", "metadata"
+
+    def __init__(self, relaunched):
+        self._relaunched = relaunched
+
+    def run(self, *args):
+        self._relaunched.append(args)
+
+
+class _Kernel:
+    """Binds ``(a, b, n, c, *, BLOCK)`` as Triton would: tensors specialize on dtype and
+    alignment; ``kernel[grid](...)`` is Triton's full path (recorded)."""
+
+    def __init__(self):
+        self.full, self.relaunched, self.pre_run_hooks = [], [], []
+        self.device_caches = {0: (None, None, None, None, self._bind)}
+
+    @staticmethod
+    def _bind(a, b, n, c, BLOCK):
+        bound = {"a": a, "b": b, "n": n, "c": c}
+        spec = [(t.dtype, t.data_ptr() % 16 == 0) for t in (a, b, c)] + [n % 16 == 0]
+        return bound, spec, {"BLOCK": BLOCK}
+
+    def __getitem__(self, grid):
+        def full_path(*args, **kwargs):
+            self.full.append(args)
+            return _Compiled(self.relaunched)
+
+        return full_path
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    runtime = SimpleNamespace(launch_enter_hook=_Chain(), launch_exit_hook=_Chain())
+    active = SimpleNamespace(device=0)
+    active.get_current_device = lambda: active.device
+    active.get_current_stream = lambda device: f"stream{device}"
+    driver = SimpleNamespace(active=active)
+    monkeypatch.setattr(triton_launch, "_triton", lambda: (runtime, driver))
+    monkeypatch.setattr(triton_launch, "_cuda_args", lambda args: True)
+    kernel = _Kernel()
+    launcher = triton_launch.Launcher(kernel, (3,), torch.empty(4), torch.empty(4), 64,
+                                      torch.empty(4), BLOCK=128)
+    return SimpleNamespace(kernel=kernel, launcher=launcher, runtime=runtime, active=active)
+
+
+def _tensors(dtype=torch.float32, offset=0):
+    base = torch.zeros(64, dtype=dtype)
+    return base[offset:offset + 8], torch.ones(8, dtype=dtype), torch.full((8,), 2, dtype=dtype)
+
+
+def _warm(fake):
+    """Two calls through ``launch``: the first compiles (Triton's path) and keeps the compiled
+    kernel, the second relaunches it after binding, and the launcher keeps its state."""
+    for _ in range(2):
+        fake.launcher(*_tensors())
+    assert len(fake.kernel.full) == 1 and len(fake.kernel.relaunched) == 1
+
+
+def test_a_steady_call_relaunches_with_its_own_tensors_in_place(fake):
+    _warm(fake)
+    a, b, c = _tensors()
+    fake.launcher(a, b, c)
+    assert len(fake.kernel.full) == 1 and len(fake.kernel.relaunched) == 2
+    args = fake.kernel.relaunched[-1]
+    assert args[:9] == (3, 1, 1, "stream0", "function", "metadata", None, None, None)
+    assert args[9] is a and args[10] is b and args[11] == 64 and args[12] is c
+
+
+@pytest.mark.parametrize("change", ["dtype", "alignment", "device", "enter hook", "exit hook",
+                                    "pre-run hook"])
+def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, change):
+    _warm(fake)
+    tensors = _tensors()
+    if change == "dtype":
+        tensors = _tensors(torch.float16)
+    elif change == "alignment":
+        tensors = _tensors(offset=1)  # 4 bytes off: no longer 16-byte aligned
+    elif change == "device":
+        fake.active.device = 1
+        fake.kernel.device_caches[1] = fake.kernel.device_caches[0]
+    elif change == "enter hook":
+        fake.runtime.launch_enter_hook.calls.append(print)
+    elif change == "exit hook":
+        fake.runtime.launch_exit_hook = print  # a bare function, as older code assigns one
+    else:
+        fake.kernel.pre_run_hooks.append(print)
+    fake.launcher(*tensors)
+    assert len(fake.kernel.full) == 2 and len(fake.kernel.relaunched) == 1
+
+
+def test_a_missing_tensor_is_an_error_not_a_null_pointer(fake):
+    _warm(fake)
+    a, b, _ = _tensors()
+    with pytest.raises(ValueError):
+        fake.launcher(a, b)
