@@ -91,19 +91,22 @@ class Row:
 def bytes_moved(plan: Plan) -> int:
     """Bytes read + written by the kernel path: the input once per pass, the output once.
 
-    Two-pass ops (an amax pass first: NVFP4 without a given global amax, dynamic rows wider
-    than one unit) read the input twice. Scales and partial maxima (< 0.1%) are not counted.
+    Two-pass ops (an amax pass first: NVFP4 without a given global amax on more than
+    ``INLINE_AMAX_TILES`` tiles, dynamic rows wider than one unit) read the input twice; an NVFP4
+    tensor small enough for its programs to find the amax themselves reads it from L2, and counts
+    once. Scales and partial maxima (< 0.1%) are not counted.
     """
-    x = plan.x
-    two_pass = (plan.scale_rule == ScaleRule.NVFP4 and plan.tensor_amax is None) or (
-        plan.amax_from == AmaxFrom.ROW_PARTIALS)
+    x, layout = plan.x, plan.layout
+    nvfp4_amax_pass = (layout.scale_rule == ScaleRule.NVFP4 and plan.tensor_amax is None
+                       and launch.inline_amax_iterations(layout, launch.tiling(layout)) == 0)
+    two_pass = nvfp4_amax_pass or layout.amax_from == AmaxFrom.ROW_PARTIALS
     reads = 2 if two_pass else 1
     return (reads + 1) * x.numel() * x.element_size()
 
 
-def make_arguments(slot, scale_kind, extra, kwargs, shape, gen):
-    x = torch.randn(shape, device="cuda", generator=gen)
-    x *= torch.exp2(torch.randint(-8, 9, shape, device="cuda", generator=gen).float())
+def make_arguments(slot, scale_kind, extra, kwargs, shape, gen, device="cuda"):
+    x = torch.randn(shape, device=device, generator=gen)
+    x *= torch.exp2(torch.randint(-8, 9, shape, device=device, generator=gen).float())
     if scale_kind == "tensor":
         scale = (x.abs().amax() / 448).reshape(())
     elif scale_kind == "channel":
