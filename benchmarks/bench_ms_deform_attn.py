@@ -152,9 +152,11 @@ def load_peer() -> tuple[Peer | None, str]:
         op, commit = load_op(source)
         # its Python files import the compiled module by this name
         sys.modules.setdefault("MultiScaleDeformableAttention", op)
-        sys.path.insert(0, str(Path(source).resolve()))
-        from models.ops.functions import MSDeformAttnFunction
-        from models.ops.modules import MSDeformAttn as PeerModule
+        # ``ops`` as the top package: a full checkout's ``models/__init__.py`` imports the whole
+        # detector (and torchvision internals that newer torchvision lacks), which the op needs not
+        sys.path.insert(0, str(Path(source).resolve() / "models"))
+        from ops.functions import MSDeformAttnFunction
+        from ops.modules import MSDeformAttn as PeerModule
     except Exception as exc:  # noqa: BLE001 - our numbers are still worth the run
         return None, f"not compared: building {source} failed ({type(exc).__name__}: {exc})"
     return Peer(MSDeformAttnFunction, PeerModule, commit), f"compared: commit {commit}"
