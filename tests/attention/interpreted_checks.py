@@ -37,6 +37,7 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa
     ms_deform_attn_triton,
 )
 
+from . import unfilled_buffers  # noqa: E402
 from .call_sites import CALL_SITES, native_inputs  # noqa: E402
 from .hostile_inputs import BAD_INPUTS, HOSTILE_CASE, NON_FINITE  # noqa: E402
 
@@ -253,23 +254,15 @@ def fresh_plans():
 
 
 def unstored_gradients(monkeypatch) -> list[str]:
-    """The gradients that differ, bit for bit, between a backward whose unfilled buffers start
-    as NaN and one whose buffers start as zeros (what ``zeros_like`` gave): an element the
-    kernel does not store keeps its NaN."""
+    """``unfilled_buffers.unstored_gradients`` on a case with every kind of sample (two query
+    blocks, samples outside the levels, a NaN location)."""
     value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=5)
     locations[0, 3, 1, 0, 2, 0] = float("nan")
     grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
                        generator=torch.Generator().manual_seed(6))
-    runs = []
-    for fill in (0.0, float("nan")):
-        monkeypatch.setattr(triton_provider, "stored_by_kernel",
-                            lambda like, fill=fill: torch.full_like(like, fill))
-        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
-        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
-        runs.append({"value": leaves[0].grad, "sampling_locations": leaves[1].grad,
-                     "attention_weights": leaves[2].grad})
-    zeros, nans = runs
-    return [name for name in zeros if not torch.equal(zeros[name], nans[name])]
+    return unfilled_buffers.unstored_gradients(
+        monkeypatch, lambda v, loc, w: ms_deform_attn_triton(v, shapes, loc, w),
+        (value, locations, weights), grad)
 
 
 def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fresh_plans):

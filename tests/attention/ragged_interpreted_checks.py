@@ -36,6 +36,7 @@ from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     triton_provider as classic,
 )
 
+from . import unfilled_buffers  # noqa: E402
 from .ragged_checks import discrete_sum_excess, pixel_mismatches  # noqa: E402
 
 CASES = shapesets.load(CATALOGUE["ms_deform_attn_ragged"].shapes)
@@ -203,24 +204,14 @@ def fresh_plans():
 
 
 def unstored_gradients(monkeypatch, method) -> list[str]:
-    """The gradients that differ, bit for bit, between a backward whose unfilled buffers start
-    as NaN and one whose buffers start as zeros: an element the kernel does not store keeps its
-    NaN (discrete sampling returns no location gradient at all)."""
+    """``unfilled_buffers.unstored_gradients`` of the ragged kernel under ``method``."""
     value, shapes, locations, weights, points, _ = draw_inputs(
         {**EVERY_GRADIENT_PARAMS, "method": method}, seed=5)
     grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
                        generator=torch.Generator().manual_seed(6))
-    runs = []
-    for fill in (0.0, float("nan")):
-        monkeypatch.setattr(classic, "stored_by_kernel",
-                            lambda like, fill=fill: torch.full_like(like, fill))
-        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
-        KERNEL(leaves[0], shapes, leaves[1], leaves[2], points, method).backward(grad)
-        runs.append({"value": leaves[0].grad, "sampling_locations": leaves[1].grad,
-                     "attention_weights": leaves[2].grad})
-    zeros, nans = runs
-    return [name for name in zeros if zeros[name] is not None
-            and not torch.equal(zeros[name], nans[name])]
+    return unfilled_buffers.unstored_gradients(
+        monkeypatch, lambda v, loc, w: KERNEL(v, shapes, loc, w, points, method),
+        (value, locations, weights), grad)
 
 
 @pytest.mark.parametrize("method", ["bilinear", "discrete"])
