@@ -49,6 +49,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.profile_ms_deform_attn import (  # noqa: E402
+    DEFAULT_CASES as DEFAULT_PROFILE_CASES,
+)
+from benchmarks.profile_ms_deform_attn import profile_cases  # noqa: E402
 from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn  # noqa: E402
@@ -60,10 +64,6 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa
     ms_deform_attn_triton,
 )
 from libreyolo.nn import MSDeformAttn  # noqa: E402
-from benchmarks.profile_ms_deform_attn import (  # noqa: E402
-    DEFAULT_CASES as DEFAULT_PROFILE_CASES,
-)
-from benchmarks.profile_ms_deform_attn import profile_cases  # noqa: E402
 
 IMPLEMENTATIONS = {"portable": ms_deform_attn_portable, "triton": ms_deform_attn_triton}
 SPREAD_RUNS = 20

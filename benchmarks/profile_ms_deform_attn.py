@@ -1,6 +1,7 @@
 """Where the host time of an eager deformable-attention call goes, grouped by who owns the code.
 
-    python benchmarks/profile_ms_deform_attn.py OUT.md [--case deformable_detr_decoder] [--calls 300]
+    python benchmarks/profile_ms_deform_attn.py OUT.md [--case deformable_detr_decoder] \
+        [--calls 300]
 
 Issue 12 asks our MSDA to beat Deformable DETR's compiled op on every configuration or, where it
 does not, for a profile placing the remaining time outside this repository's code. This writes

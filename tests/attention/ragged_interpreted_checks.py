@@ -22,12 +22,10 @@ from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
 from conformance.negative.ms_deform_attn_ragged import nearest_rounding_off_by_one  # noqa: E402
 from libreyolo.kernels import dispatch  # noqa: E402
-from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402  # noqa: E402
+    memo,
     ms_deform_attn_ragged,
     ms_deform_attn_ragged_portable,
-)
-from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
-    memo,
 )
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as provider,
