@@ -265,13 +265,61 @@ def unstored_gradients(monkeypatch) -> list[str]:
         (value, locations, weights), grad)
 
 
-def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fresh_plans):
+def split_levels(monkeypatch, split: bool) -> None:
+    """Make every plan take the backward with one level a program (or all levels in one)."""
+    monkeypatch.setattr(triton_provider, "SPLIT_LEVELS_BELOW", 2**62 if split else 0)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["levels-split", "levels-joined"])
+def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fresh_plans,
+                                                                split):
+    split_levels(monkeypatch, split)
     assert unstored_gradients(monkeypatch) == []
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["levels-split", "levels-joined"])
 def test_the_stored_gradient_check_catches_a_launch_that_skips_queries(monkeypatch,
-                                                                      fresh_plans):
+                                                                      fresh_plans, split):
     """Negative control: a grid one query block short leaves the last block's gradients as the
     buffers started."""
+    split_levels(monkeypatch, split)
     monkeypatch.setattr(triton_provider, "_cdiv", lambda n, block: max(1, -(-n // block) - 1))
     assert unstored_gradients(monkeypatch) == ["sampling_locations", "attention_weights"]
+
+
+def test_the_stored_gradient_check_catches_a_split_launch_that_skips_a_level(monkeypatch,
+                                                                            fresh_plans):
+    """Negative control: a split backward launched for one level fewer leaves the last level's
+    gradients as the buffers started (and its value gradient unadded)."""
+    split_levels(monkeypatch, True)
+    plan_init = triton_provider.LaunchPlan.__init__
+
+    def one_level_short(self, *args):
+        plan_init(self, *args)
+        *grid, levels = self.backward_grid
+        self.backward_grid = (*grid, levels - 1)
+
+    monkeypatch.setattr(triton_provider.LaunchPlan, "__init__", one_level_short)
+    assert unstored_gradients(monkeypatch) == ["sampling_locations", "attention_weights"]
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=5)
+    failed = {v.quantity for v in bounded_check(ms_deform_attn_triton, value, shapes, locations,
+                                                weights) if not v.passed}
+    assert failed == {"grad_value", "grad_sampling_locations", "grad_attention_weights"}
+
+
+def test_levels_split_or_joined_give_the_same_point_gradients(monkeypatch, fresh_plans):
+    """One level a program or all in one: each location and weight gradient is the same sum
+    over channels (bit for bit); the value gradient's atomic adds only change order."""
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=7)
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(8))
+    runs = []
+    for split in (True, False):
+        split_levels(monkeypatch, split)
+        memo._plans.clear()
+        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
+        runs.append([leaf.grad for leaf in leaves])
+    (value_split, *points_split), (value_joined, *points_joined) = runs
+    assert all(torch.equal(a, b) for a, b in zip(points_split, points_joined, strict=True))
+    torch.testing.assert_close(value_split, value_joined, rtol=1e-6, atol=1e-6)

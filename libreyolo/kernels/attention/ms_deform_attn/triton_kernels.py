@@ -101,11 +101,13 @@ def ms_deform_attn_bwd_kernel(
     grad_value_ptr, grad_loc_ptr, grad_attn_ptr,
     len_in, len_q, heads,
     C: tl.constexpr, LEVELS: tl.constexpr, POINTS: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr, SPLIT_LEVELS: tl.constexpr,
 ):
-    """Grid: (query blocks, batch * heads). Channels are looped inside the program, so the
-    location and weight gradients (sums over channels) are complete here and stored once;
-    grad_value (float32) takes atomic adds because many queries sample the same pixel.
+    """Grid: (query blocks, batch * heads, LEVELS if SPLIT_LEVELS else 1). Channels are looped
+    inside the program, so the location and weight gradients (sums over channels) are complete
+    here and stored once; grad_value (float32) takes atomic adds because many queries sample the
+    same pixel. ``SPLIT_LEVELS``: each program takes one level's points (its third program id),
+    so a decoder's few query blocks make LEVELS times as many, shorter programs.
 
     With ``s = sum_corners w_corner * v_corner`` and ``g`` the output gradient:
     ``d/d weight = <g, s>``; ``d/d v_corner += weight * w_corner * g``;
@@ -122,61 +124,84 @@ def ms_deform_attn_bwd_kernel(
     head_offset = b * len_in * row_stride + h * C
     g_rows = ((b * len_q + q) * row_stride + h * C)[:, None]
     qh = (b * len_q + q) * heads + h
-    start = 0
-    for level in tl.static_range(LEVELS):
-        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
-        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
-        for point in tl.static_range(POINTS):
-            lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
-            x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
-                                                   q_mask)
-            o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
-            o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride,
-                                        q_mask)
-            o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride,
-                                        q_mask)
-            o11, in11 = _corner_offsets(x0 + 1, y0 + 1, height, width, start, len_in, row_stride,
-                                        q_mask)
-            w00 = (1.0 - fx) * (1.0 - fy)
-            w01 = fx * (1.0 - fy)
-            w10 = (1.0 - fx) * fy
-            w11 = fx * fy
-            grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-            grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-            grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-            for c0 in range(0, C, BLOCK_C):
-                c = c0 + tl.arange(0, BLOCK_C)
-                c_mask = c < C
-                g = tl.load(grad_out_ptr + g_rows + c[None, :],
-                            mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
-                v_ptr = value_ptr + head_offset + c[None, :]
-                gv_ptr = grad_value_ptr + head_offset + c[None, :]
-                m00 = in00[:, None] & c_mask[None, :]
-                m01 = in01[:, None] & c_mask[None, :]
-                m10 = in10[:, None] & c_mask[None, :]
-                m11 = in11[:, None] & c_mask[None, :]
-                v00 = tl.load(v_ptr + o00[:, None], mask=m00, other=0.0).to(tl.float32)
-                v01 = tl.load(v_ptr + o01[:, None], mask=m01, other=0.0).to(tl.float32)
-                v10 = tl.load(v_ptr + o10[:, None], mask=m10, other=0.0).to(tl.float32)
-                v11 = tl.load(v_ptr + o11[:, None], mask=m11, other=0.0).to(tl.float32)
-                sampled = (w00[:, None] * v00 + w01[:, None] * v01
-                           + w10[:, None] * v10 + w11[:, None] * v11)
-                grad_weight += tl.sum(g * sampled, axis=1)
-                grad_x += tl.sum(g * ((1.0 - fy)[:, None] * (v01 - v00)
-                                      + fy[:, None] * (v11 - v10)), axis=1)
-                grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00)
-                                      + fx[:, None] * (v11 - v01)), axis=1)
-                weighted = weight[:, None] * g
-                tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
-                tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
-                tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
-                tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
-            tl.store(grad_attn_ptr + lp_offset,
-                     grad_weight.to(grad_attn_ptr.dtype.element_ty), mask=q_mask)
-            grad_u = weight * width.to(tl.float32) * grad_x
-            grad_v = weight * height.to(tl.float32) * grad_y
-            tl.store(grad_loc_ptr + 2 * lp_offset, grad_u.to(grad_loc_ptr.dtype.element_ty),
-                     mask=q_mask)
-            tl.store(grad_loc_ptr + 2 * lp_offset + 1, grad_v.to(grad_loc_ptr.dtype.element_ty),
-                     mask=q_mask)
-        start += height * width
+    if SPLIT_LEVELS:
+        level = tl.program_id(2)
+        start = 0
+        for earlier in tl.static_range(LEVELS - 1):  # this level's first row
+            size = tl.load(shapes_ptr + 2 * earlier) * tl.load(shapes_ptr + 2 * earlier + 1)
+            start += tl.where(earlier < level, size.to(tl.int32), 0)
+        _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                        grad_loc_ptr, grad_attn_ptr, len_in, level, start, qh, q_mask, g_rows,
+                        head_offset, row_stride, C, LEVELS, POINTS, BLOCK_Q, BLOCK_C)
+    else:
+        start = 0
+        for level in tl.static_range(LEVELS):
+            start = _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr,
+                                    grad_value_ptr, grad_loc_ptr, grad_attn_ptr, len_in, level,
+                                    start, qh, q_mask, g_rows, head_offset, row_stride, C,
+                                    LEVELS, POINTS, BLOCK_Q, BLOCK_C)
+
+
+@triton.jit
+def _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                    grad_loc_ptr, grad_attn_ptr, len_in, level, start, qh, q_mask, g_rows,
+                    head_offset, row_stride, C: tl.constexpr, LEVELS: tl.constexpr,
+                    POINTS: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The backward of one level's points for a block of queries of one (batch, head), the
+    level's rows starting at ``start``; returns where the next level's rows start."""
+    height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+    width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+    for point in tl.static_range(POINTS):
+        lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
+        x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
+                                               q_mask)
+        o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
+        o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride,
+                                    q_mask)
+        o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride,
+                                    q_mask)
+        o11, in11 = _corner_offsets(x0 + 1, y0 + 1, height, width, start, len_in, row_stride,
+                                    q_mask)
+        w00 = (1.0 - fx) * (1.0 - fy)
+        w01 = fx * (1.0 - fy)
+        w10 = (1.0 - fx) * fy
+        w11 = fx * fy
+        grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+        grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+        grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+        for c0 in range(0, C, BLOCK_C):
+            c = c0 + tl.arange(0, BLOCK_C)
+            c_mask = c < C
+            g = tl.load(grad_out_ptr + g_rows + c[None, :],
+                        mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
+            v_ptr = value_ptr + head_offset + c[None, :]
+            gv_ptr = grad_value_ptr + head_offset + c[None, :]
+            m00 = in00[:, None] & c_mask[None, :]
+            m01 = in01[:, None] & c_mask[None, :]
+            m10 = in10[:, None] & c_mask[None, :]
+            m11 = in11[:, None] & c_mask[None, :]
+            v00 = tl.load(v_ptr + o00[:, None], mask=m00, other=0.0).to(tl.float32)
+            v01 = tl.load(v_ptr + o01[:, None], mask=m01, other=0.0).to(tl.float32)
+            v10 = tl.load(v_ptr + o10[:, None], mask=m10, other=0.0).to(tl.float32)
+            v11 = tl.load(v_ptr + o11[:, None], mask=m11, other=0.0).to(tl.float32)
+            sampled = (w00[:, None] * v00 + w01[:, None] * v01
+                       + w10[:, None] * v10 + w11[:, None] * v11)
+            grad_weight += tl.sum(g * sampled, axis=1)
+            grad_x += tl.sum(g * ((1.0 - fy)[:, None] * (v01 - v00)
+                                  + fy[:, None] * (v11 - v10)), axis=1)
+            grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00)
+                                  + fx[:, None] * (v11 - v01)), axis=1)
+            weighted = weight[:, None] * g
+            tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
+            tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
+            tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
+            tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
+        tl.store(grad_attn_ptr + lp_offset,
+                 grad_weight.to(grad_attn_ptr.dtype.element_ty), mask=q_mask)
+        grad_u = weight * width.to(tl.float32) * grad_x
+        grad_v = weight * height.to(tl.float32) * grad_y
+        tl.store(grad_loc_ptr + 2 * lp_offset, grad_u.to(grad_loc_ptr.dtype.element_ty),
+                 mask=q_mask)
+        tl.store(grad_loc_ptr + 2 * lp_offset + 1, grad_v.to(grad_loc_ptr.dtype.element_ty),
+                 mask=q_mask)
+    return start + height * width

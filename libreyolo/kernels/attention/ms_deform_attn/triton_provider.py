@@ -44,6 +44,12 @@ MAX_GRID_Y = 65535
 TILE_ELEMENTS = 512
 NUM_WARPS = 4
 BLOCK_C_MAX = 64
+# A backward of fewer (query block, batch x head) programs than this gives each level its own
+# programs (the kernel's SPLIT_LEVELS): a decoder's 300 queries make a few hundred programs of
+# LEVELS x POINTS serial samples each, too little in flight for 132 SMs; split, LEVELS times as
+# many programs each walk one level's points. Chosen from `sweep-msda` on the H200
+# (benchmarks/NOTES.md, "MSDA v7").
+SPLIT_LEVELS_BELOW = 2048
 
 
 def environment_ok() -> bool:
@@ -57,8 +63,8 @@ class LaunchPlan(Prepared):
     """An input :func:`accepts` validated: the kernels' arguments, ready to launch, and the
     launches made for it (kept with the plan, which ``memo`` keeps)."""
 
-    __slots__ = ("shapes", "sizes", "constants", "batch_heads", "len_q", "out_shape",
-                 "out_empty", "forward_launch", "backward_launch")
+    __slots__ = ("shapes", "sizes", "constants", "forward_grid", "backward_grid", "split_levels",
+                 "out_shape", "out_empty", "forward_launch", "backward_launch")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -69,8 +75,10 @@ class LaunchPlan(Prepared):
         self.sizes = (len_in, len_q, heads)
         self.constants = {"C": channels, "LEVELS": levels, "POINTS": points,
                           "BLOCK_Q": block_q, "BLOCK_C": block_c}
-        self.batch_heads = batch * heads
-        self.len_q = len_q
+        query_blocks = _cdiv(len_q, block_q)
+        self.forward_grid = (query_blocks, batch * heads, _cdiv(channels, block_c))
+        self.split_levels = levels > 1 and query_blocks * batch * heads < SPLIT_LEVELS_BELOW
+        self.backward_grid = (query_blocks, batch * heads, levels if self.split_levels else 1)
         self.out_shape = (batch, len_q, heads * channels)
         self.out_empty = batch * len_q * heads * channels == 0
         self.forward_launch = self.backward_launch = None
@@ -159,11 +167,9 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
         return out
     tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
     if plan.forward_launch is None:
-        constants = plan.constants
-        grid = (_cdiv(plan.len_q, constants["BLOCK_Q"]), plan.batch_heads,
-                _cdiv(constants["C"], constants["BLOCK_C"]))
-        plan.forward_launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, grid, *tensors,
-                                       *plan.sizes, **constants, num_warps=NUM_WARPS)
+        plan.forward_launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, plan.forward_grid,
+                                       *tensors, *plan.sizes, **plan.constants,
+                                       num_warps=NUM_WARPS)
     plan.forward_launch(*tensors)
     return out
 
@@ -182,9 +188,9 @@ def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_w
     tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
                grad_locations, grad_weights)
     if plan.backward_launch is None:
-        grid = (_cdiv(plan.len_q, plan.constants["BLOCK_Q"]), plan.batch_heads)
-        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, grid, *tensors,
-                                        *plan.sizes, **plan.constants, num_warps=NUM_WARPS)
+        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid,
+                                        *tensors, *plan.sizes, **plan.constants,
+                                        SPLIT_LEVELS=plan.split_levels, num_warps=NUM_WARPS)
     plan.backward_launch(*tensors)
     return grad_value.to(value.dtype), grad_locations, grad_weights
 
