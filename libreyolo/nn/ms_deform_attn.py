@@ -16,7 +16,12 @@ from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,
     ms_deform_attn_portable,
 )
-from libreyolo.kernels.attention.ms_deform_attn.levels import device_shapes, level_shapes
+from libreyolo.kernels.attention.ms_deform_attn.levels import (
+    device_shapes,
+    known_levels,
+    level_shapes,
+    offset_normalizer,
+)
 
 
 class MSDeformAttn(nn.Module):
@@ -143,6 +148,10 @@ class MSDeformAttn(nn.Module):
         reference = reference_points[:, :, None, :, None, :]
         if reference_points.shape[-1] == 4:
             return reference[..., :2] + offsets / self.n_points * reference[..., 2:] * 0.5
+        levels = known_levels(spatial_shapes)
+        if levels is not None and (normalizer := offset_normalizer(
+                levels, offsets.device, offsets.dtype)) is not None:
+            return reference + offsets / normalizer
         if not isinstance(spatial_shapes, torch.Tensor) or spatial_shapes.device != offsets.device:
             # pairs (or a tensor elsewhere): the copy on the device made once, where a fresh
             # copy would sync every call

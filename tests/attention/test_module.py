@@ -86,6 +86,42 @@ def test_spatial_shapes_as_pairs_give_the_same_output():
                                module(query, reference, value, shapes, starts))
 
 
+@pytest.mark.parametrize("layout", ["pairs", "tensor read before"])
+def test_the_offset_normalizer_is_made_once_and_changes_no_bit(layout, monkeypatch):
+    """Level sizes known on the host (pairs, or a tensor the kernels read before at this
+    version) divide the offsets by a normalizer kept per (levels, device, dtype): the same
+    arithmetic as the per-call path, without its two launches a call."""
+    from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module
+
+    module = make_module()
+    query, reference, value, shapes, starts = module_inputs()
+    per_call = module(query, reference, value, shapes, starts)  # a tensor never read: per call
+    if layout == "pairs":
+        shapes = LEVELS
+    else:
+        assert levels_module.level_shapes(shapes) == tuple(LEVELS)  # what the kernels' read does
+    made, flip = [], torch.Tensor.flip
+    monkeypatch.setattr(torch.Tensor, "flip", lambda self, *a: made.append(a) or flip(self, *a))
+    levels_module._normalizers.clear()
+    first = module(query, reference, value, shapes, starts)
+    second = module(query, reference, value, shapes, starts)
+    assert len(made) == 1, "the normalizer is made on the first call only"
+    assert torch.equal(first, per_call) and torch.equal(second, per_call)
+
+
+def test_sizes_written_into_a_read_tensor_are_normalized_by_the_new_sizes():
+    from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module
+
+    module = make_module()
+    query, reference, value, shapes, starts = module_inputs()
+    levels_module.level_shapes(shapes)
+    module(query, reference, value, shapes, starts)
+    shapes[1] = torch.tensor([4, 3])  # same number of rows, other sizes: a new version
+    swapped = [LEVELS[0], (4, 3)]
+    expected = module(query, reference, value, torch.tensor(swapped), starts)
+    torch.testing.assert_close(module(query, reference, value, shapes, starts), expected)
+
+
 def test_box_reference_points_scale_offsets_by_the_box():
     module = make_module()
     query, boxes, value, shapes, starts = module_inputs(reference_dims=4)

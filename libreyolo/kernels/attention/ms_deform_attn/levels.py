@@ -31,6 +31,8 @@ _lock = threading.Lock()
 _read: dict[int, tuple[weakref.ref, int, Levels]] = {}
 # (levels, device) -> int64 tensor of the levels on that device
 _copies: dict[tuple[Levels, torch.device], torch.Tensor] = {}
+# (levels, device, dtype) -> the levels' (W, H) in dtype on device, shaped for offsets
+_normalizers: dict[tuple[Levels, torch.device, torch.dtype], torch.Tensor] = {}
 
 
 def _remember(store: dict, key, entry) -> None:
@@ -115,3 +117,35 @@ def device_shapes(levels: Levels, device: torch.device) -> torch.Tensor | None:
     if not is_capturing():
         _remember(_copies, key, shapes)
     return shapes
+
+
+def known_levels(spatial_shapes: SpatialShapes) -> Levels | None:
+    """The levels without reading a device: pairs checked (``level_shapes``), a tensor's as
+    read before at its current version (``remembered``), else None."""
+    if isinstance(spatial_shapes, torch.Tensor):
+        return remembered(spatial_shapes)
+    return level_shapes(spatial_shapes)
+
+
+def offset_normalizer(levels: Levels, device: torch.device,
+                      dtype: torch.dtype) -> torch.Tensor | None:
+    """Each level's ``(W, H)`` in ``dtype`` on ``device``, shaped ``(1, 1, 1, levels, 1, 2)`` to
+    divide ``(B, len_q, heads, levels, points, 2)`` pixel offsets into fractions of the level:
+    made once (``device_shapes(levels).to(dtype).flip(-1)``, the arithmetic the module's
+    uncached path does), where making it every call cost a decoder layer two launches.
+
+    None while a graph is captured by trace, compile or export (the graph must compute it from
+    its own ``spatial_shapes``) and when it would first be made during a CUDA graph capture.
+    The tensor is shared: callers must not change it in place.
+    """
+    if is_capturing():
+        return None
+    key = (levels, device, dtype)
+    normalizer = _normalizers.get(key)
+    if normalizer is None:
+        shapes = device_shapes(levels, device)
+        if shapes is None:
+            return None
+        normalizer = shapes.to(dtype).flip(-1)[None, None, None, :, None, :]
+        _remember(_normalizers, key, normalizer)
+    return normalizer
