@@ -11,7 +11,14 @@ events (medians), forward and forward+backward:
 
 * the kernels called directly, and the portable core;
 * eager through the public helper ``maybe_ms_deform_attn`` and through ``MSDeformAttn`` (these
-  include the host path: dispatch, validation, launch), plus the host time per call;
+  include the host path: dispatch, validation, launch), as a model runs them: windows of
+  ``EAGER_CALLS`` calls back to back with no sync between them, CUDA events around the window,
+  so a call costs whichever of its host time and its GPU work is longer; each round times one
+  window of every step (ours and the peer's interleaved, the order rotated each round), and
+  the verdict is the median over rounds of ours / theirs within a round. (v6 and before timed
+  one call between two events after a sync: that measured a wake-up from idle as much as the
+  call, and moved the same code by tens of percent from one machine start to the next.) The
+  host's time a call is recorded from the same windows;
 * the helper's steps as CUDA-graph replays, which leave only the GPU's work (the portable core
   reads ``spatial_shapes`` on the host, so it cannot be captured).
 
@@ -73,6 +80,9 @@ HUB_VARIABLE = "LIBREYOLO_HUB_LOCAL_BUILD"
 PEER_IM2COL_STEP = 64
 HOST_CALLS = 200
 PROFILE_CALLS = 300
+#: Calls a window of the eager rows, and rounds of windows (each round times every step once).
+EAGER_CALLS = 20
+EAGER_ROUNDS = 15
 
 
 def time_ms(step, iters: int, warmup: int = 5) -> list[float]:
@@ -116,6 +126,37 @@ def time_graph_ms(step, iters: int, warmup: int = 3) -> list[float]:
             graph.replay()
 
     return [t / GRAPH_REPLAYS for t in time_ms(replays, iters, warmup=1)]
+
+
+def eager_window(step, calls: int = EAGER_CALLS) -> tuple[float, float]:
+    """(µs a call as a model runs them, µs of host time a call): ``calls`` calls of ``step``
+    back to back from an idle device, no sync between them, CUDA events around the window."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    began = time.perf_counter()
+    for _ in range(calls):
+        step()
+    host = time.perf_counter() - began
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls, host * 1e6 / calls
+
+
+def interleaved_eager(steps: dict, rounds: int = EAGER_ROUNDS) -> dict:
+    """Per step name, ``{"eager_us": [...], "host_us": [...]}`` over ``rounds`` rounds; each
+    round times one window of every step, in an order rotated by one each round, so a drift of
+    the host (clocks, another tenant) reaches every step alike."""
+    for step in steps.values():  # warm-up: compiles, plans, level sizes read once
+        eager_window(step, 3)
+    out = {name: {"eager_us": [], "host_us": []} for name in steps}
+    names = list(steps)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            eager, host = eager_window(steps[name])
+            out[name]["eager_us"].append(eager)
+            out[name]["host_us"].append(host)
+    return out
 
 
 def host_us(step, calls: int = HOST_CALLS) -> float:
@@ -298,22 +339,29 @@ def profiled_steps(case, dtype, device="cuda") -> dict:
             f"{case.name}: MSDeformAttn forward+backward": (module_forward_backward, backward)}
 
 
-def time_slot(fn, inputs, iters, graph=True) -> dict:
+def time_graphs(fn, inputs, iters) -> dict:
     forward, forward_backward = steps(fn, *inputs)
-    times = {"forward_ms": time_ms(forward, iters),
-             "forward_backward_ms": time_ms(forward_backward, iters),
-             "host_forward_us": host_us(forward)}
-    if graph:
-        times["graph_forward_ms"] = time_graph_ms(forward, iters)
-        times["graph_forward_backward_ms"] = time_graph_ms(forward_backward, iters)
-    return times
+    return {"graph_forward_ms": time_graph_ms(forward, iters),
+            "graph_forward_backward_ms": time_graph_ms(forward_backward, iters)}
 
 
-def time_module(module, inputs, iters) -> dict:
-    forward, forward_backward = module_steps(module, *inputs)
-    return {"forward_ms": time_ms(forward, iters),
-            "forward_backward_ms": time_ms(forward_backward, iters),
-            "host_forward_us": host_us(forward)}
+#: The eager steps of every implementation, in the order of its (forward, forward_backward)
+#: closures; their times land under `eager_<step>_us` and `host_<step>_us`.
+EAGER_STEPS = ("forward", "forward_backward")
+
+
+def eager_rows(implementations: dict) -> dict:
+    """Interleaved eager windows of every (implementation, step): ``implementations`` maps a
+    name to its ``(forward, forward_backward)`` closures. Returns name -> {key: times}."""
+    steps_by_label = {f"{name}/{step}": closures[i] for name, closures in implementations.items()
+                      for i, step in enumerate(EAGER_STEPS)}
+    timed = interleaved_eager(steps_by_label)
+    out = {name: {} for name in implementations}
+    for label, times in timed.items():
+        name, step = label.split("/")
+        out[name][f"eager_{step}_us"] = times["eager_us"]
+        out[name][f"host_{step}_us"] = times["host_us"]
+    return out
 
 
 def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) -> dict:
@@ -337,17 +385,22 @@ def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) ->
         return result
     # the host path: the case's own layout (pairs or a tensor, channel-major views) as callers
     # hand it over
-    result["helper"] = time_slot(_helper, inputs, iters)
     ours = MSDeformAttn(case.heads * case.channels, len(case.levels), case.heads,
                         case.points).to("cuda", dtype)
-    result["module"] = time_module(ours, module_inputs(case, dtype, inputs[1]), iters)
+    eager = {"helper": steps(_helper, *inputs),
+             "module": module_steps(ours, *module_inputs(case, dtype, inputs[1]))}
     if peer is not None and dtype == torch.float32:  # the op dispatches float and double only
-        result["peer_function"] = time_slot(_peer_function(peer, case.levels), inputs, iters)
+        eager["peer_function"] = steps(_peer_function(peer, case.levels), *inputs)
         theirs = peer.module(case.heads * case.channels, len(case.levels), case.heads,
                              case.points).to("cuda", dtype)
         theirs.load_state_dict(ours.state_dict())
         shapes = torch.tensor(case.levels, dtype=torch.int64, device="cuda")
-        result["peer_module"] = time_module(theirs, module_inputs(case, dtype, shapes), iters)
+        eager["peer_module"] = module_steps(theirs, *module_inputs(case, dtype, shapes))
+    result.update(eager_rows(eager))
+    result["helper"].update(time_graphs(_helper, inputs, iters))
+    if "peer_function" in result:
+        result["peer_function"].update(time_graphs(_peer_function(peer, case.levels), inputs,
+                                                   iters))
     return result
 
 
@@ -377,6 +430,16 @@ def _ratio(ours: dict, theirs: dict | None, key: str) -> str:
     return f"{mine:.3f} / {other:.3f} = {mine / other:.2f}x"
 
 
+def round_ratio(ours: dict, theirs: dict | None, key: str) -> str:
+    """Median over rounds of ours / theirs within a round (interleaved eager windows, µs), with
+    the medians themselves; below 1x we are faster."""
+    if theirs is None:
+        return f"{median(ours[key]):.1f} / -"
+    ratios = [a / b for a, b in zip(ours[key], theirs[key], strict=True)]
+    return (f"{median(ours[key]):.1f} / {median(theirs[key]):.1f} = {median(ratios):.2f}x "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}]")
+
+
 def hub_table(results: list[dict]) -> str:
     """Triton / Hub kernel (ms; below 1x Triton is faster), the slot's implementations called
     directly on the same inputs, eager and as CUDA-graph replays."""
@@ -396,19 +459,22 @@ def hub_table(results: list[dict]) -> str:
 
 
 def peer_table(results: list[dict]) -> str:
-    """Ours / Deformable DETR's op (ms, or µs of host time per call); below 1x we are faster."""
-    columns = [("helper", "peer_function", "forward_ms", "helper fwd"),
-               ("helper", "peer_function", "forward_backward_ms", "helper fwd+bwd"),
-               ("module", "peer_module", "forward_ms", "module fwd"),
-               ("module", "peer_module", "forward_backward_ms", "module fwd+bwd"),
-               ("helper", "peer_function", "graph_forward_ms", "graph fwd"),
-               ("helper", "peer_function", "graph_forward_backward_ms", "graph fwd+bwd"),
-               ("helper", "peer_function", "host_forward_us", "helper host us"),
-               ("module", "peer_module", "host_forward_us", "module host us")]
-    rows = ["| case | dtype | " + " | ".join(c[3] for c in columns) + " |",
-            "|---|---|" + "---|" * len(columns)]
+    """Ours / Deformable DETR's op; below 1x we are faster. Eager columns: µs a call in the
+    interleaved windows (median over rounds of the per-round ratio, its range in brackets);
+    graph columns: ms a replay."""
+    eager = [("helper", "peer_function", "eager_forward_us", "helper fwd"),
+             ("helper", "peer_function", "eager_forward_backward_us", "helper fwd+bwd"),
+             ("module", "peer_module", "eager_forward_us", "module fwd"),
+             ("module", "peer_module", "eager_forward_backward_us", "module fwd+bwd"),
+             ("helper", "peer_function", "host_forward_us", "helper host fwd"),
+             ("module", "peer_module", "host_forward_us", "module host fwd")]
+    graph = [("helper", "peer_function", "graph_forward_ms", "graph fwd"),
+             ("helper", "peer_function", "graph_forward_backward_ms", "graph fwd+bwd")]
+    rows = ["| case | dtype | " + " | ".join(c[3] for c in eager + graph) + " |",
+            "|---|---|" + "---|" * len(eager + graph)]
     for r in results:
-        cells = [_ratio(r[ours], r.get(theirs), key) for ours, theirs, key, _ in columns]
+        cells = [round_ratio(r[ours], r.get(theirs), key) for ours, theirs, key, _ in eager]
+        cells += [_ratio(r[ours], r.get(theirs), key) for ours, theirs, key, _ in graph]
         rows.append(f"| {r['case']} | {r['dtype']} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
