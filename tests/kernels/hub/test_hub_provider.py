@@ -210,6 +210,26 @@ def test_without_the_package_the_hub_implementation_says_why_and_stays_out():
     assert "the kernels package is not installed" in done.stdout
 
 
+def test_a_folder_named_kernels_on_the_path_is_not_the_package(tmp_path):
+    """A project's (or a test tree's) own ``kernels`` folder imports as a namespace package; the
+    hub implementation must not take it for the installed ``kernels`` distribution."""
+    (tmp_path / "kernels").mkdir()
+    done = run_child(f"""
+        import importlib.metadata, importlib.util, sys
+        def not_installed(name):
+            if name == "kernels":
+                raise importlib.metadata.PackageNotFoundError(name)
+            return distribution(name)
+        distribution = importlib.metadata.distribution
+        importlib.metadata.distribution = not_installed
+        sys.path.insert(0, {str(tmp_path)!r})
+        assert importlib.util.find_spec("kernels") is not None  # the folder passes for it
+        from libreyolo.kernels import explain
+        print(dict((i.name, why) for i, why in explain("ms_deform_attn"))["hub"])
+    """, {})
+    assert "the kernels package is not installed" in done.stdout
+
+
 def test_forcing_the_references_never_imports_the_hub_provider():
     done = run_child("""
         import sys, torch

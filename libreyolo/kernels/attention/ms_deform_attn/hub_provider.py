@@ -25,6 +25,7 @@ allocator, so they are CUDA-graph capturable.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 from pathlib import Path
 
@@ -50,11 +51,22 @@ MAX_ELEMENTS = 2**31 - 1
 
 def environment_ok() -> bool | str:
     """The kernels package is installed (not imported) and there is a CUDA device."""
-    if importlib.util.find_spec("kernels") is None:
+    if not _kernels_installed():
         return "the kernels package is not installed (pip install 'libreyolo[hub-kernels]')"
     if DEVICE == "cuda" and not torch.cuda.is_available():
         return "no CUDA device"
     return True
+
+
+def _kernels_installed() -> bool:
+    """The ``kernels`` distribution is installed and importable. Its metadata decides, not
+    ``find_spec`` alone: any folder named ``kernels`` on ``sys.path`` (a project's own, or a
+    test tree's ``tests/kernels``) passes for a namespace package of that name."""
+    try:
+        importlib.metadata.distribution("kernels")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return importlib.util.find_spec("kernels") is not None
 
 
 def im2col_step(batch: int) -> int:
