@@ -24,9 +24,7 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
   which the compiler folds into one shift-and-add;
 - NaN rules (below) cost a test and a select per element only where the format lets a NaN
-  appear, and for scaled integer and E2M1 codes only in a tile holding a non-finite scale (a
-  finite value times a finite scale is never NaN: one reduction over the tile's scales decides);
-  what depends only on the scale (its NaN's bits) is computed with the scale.
+  appear; what depends only on the scale (its NaN's bits) is computed with the scale.
 
 Exactness rules (DESIGN.md, "Facts for kernel authors"):
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor
@@ -140,28 +138,27 @@ def _value(code, FORMAT: tl.constexpr, BITS: tl.constexpr):
 
 
 @triton.jit
-def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr,
-           NAN_POSSIBLE: tl.constexpr):
+def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr):
     """The bits of ``value(code) * scale`` in the output dtype: float32 bits, or a 16-bit float's
-    in the upper half of an int32 (the lower half is not cleared: ``_word`` moves halves).
-    ``NAN_POSSIBLE`` False: no product can be NaN (MXFP4, or every scale of the tile finite), so
-    neither the test nor the select is compiled in."""
+    in the upper half of an int32 (the lower half is not cleared: ``_word`` moves halves)."""
     value = _value(code, FORMAT, BITS)
     product = value * scale
     bits = product.to(tl.int32, bitcast=True)
-    if FORMAT == MXFP8:
+    if FORMAT == MXFP4:
+        is_nan = False  # E2M1 times a finite power of two
+    elif FORMAT == MXFP8:
         # the NaN codes S.1111.111 (decoded as 480): the code's NaN widened (0x7FF00000, signed)
         is_nan = tl.abs(value) == 480.0
         nan = (code << 24) | 0x7FF00000
-    elif NAN_POSSIBLE:
+    else:
         is_nan = product != product
     if OUT_KIND == OUT_FLOAT32:
         out = bits
-        if NAN_POSSIBLE:
+        if FORMAT != MXFP4:
             out = tl.where(is_nan, nan, out)
     elif OUT_KIND == OUT_FLOAT16:
         out = product.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) << 16
-        if NAN_POSSIBLE:
+        if FORMAT != MXFP4:
             nan16 = (nan & SIGN) | 0x7E000000 | ((nan << 3) & 0x03FF0000)
             out = tl.where(is_nan, nan16, out)
     elif FORMAT == MXFP4:
@@ -172,19 +169,18 @@ def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND:
         # and a mask would be two more integer instructions)
         lsb = tl.umulhi((bits << 15).to(tl.uint32, bitcast=True), 2).to(tl.int32, bitcast=True)
         out = bits + 0x7FFF + lsb
-        if NAN_POSSIBLE:
-            out = tl.where(is_nan, UPPER_HALF, out)  # bfloat16 0xFFFF
+        out = tl.where(is_nan, UPPER_HALF, out)  # bfloat16 0xFFFF
     return out
 
 
 @triton.jit
 def _word(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr,
-          FIELDS: tl.constexpr, NAN_POSSIBLE: tl.constexpr):
+          FIELDS: tl.constexpr):
     """``FIELDS`` outputs from consecutive fields of ``code``, packed into one integer, the
     first output in the lowest bits."""
-    first = _field(code, scale, nan, FORMAT, BITS, OUT_KIND, NAN_POSSIBLE)
+    first = _field(code, scale, nan, FORMAT, BITS, OUT_KIND)
     if FIELDS > 1:
-        second = _field(code >> BITS, scale, nan, FORMAT, BITS, OUT_KIND, NAN_POSSIBLE)
+        second = _field(code >> BITS, scale, nan, FORMAT, BITS, OUT_KIND)
     if OUT_KIND == OUT_FLOAT32 and FIELDS == 1:
         word = first
     elif OUT_KIND == OUT_FLOAT32:
@@ -196,8 +192,8 @@ def _word(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: 
         word = ((first.to(tl.uint32, bitcast=True) >> 16)
                 | (second & UPPER_HALF).to(tl.uint32, bitcast=True)).to(tl.int32, bitcast=True)
         if FIELDS == 4:
-            third = _field(code >> (2 * BITS), scale, nan, FORMAT, BITS, OUT_KIND, NAN_POSSIBLE)
-            fourth = _field(code >> (3 * BITS), scale, nan, FORMAT, BITS, OUT_KIND, NAN_POSSIBLE)
+            third = _field(code >> (2 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
+            fourth = _field(code >> (3 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
             high = ((third.to(tl.uint32, bitcast=True) >> 16)
                     | (fourth & UPPER_HALF).to(tl.uint32, bitcast=True))
             word = word.to(tl.uint32, bitcast=True).to(tl.int64) | (high.to(tl.int64) << 32)
@@ -261,16 +257,7 @@ def unpack_kernel(
                         + (scale_w * FIELDS // GROUP) * scale_col_stride,
                         mask=row_valid & (scale_w < words), other=0)
     scale, nan = _scale(scale_raw, tensor_scale_ptr, FORMAT)
-    if FORMAT == MXFP4:  # E2M1 times a finite power of two
-        word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS, False)
-    elif FORMAT == MXFP8:  # NaN codes
-        word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS, True)
-    elif tl.max((scale.to(tl.int32, bitcast=True) & 0x7FFFFFFF) >= 0x7F800000) == 0:
-        # a finite code value times a finite scale is never NaN: a tile whose scales are all
-        # finite (masked lanes load 0) skips each output's NaN test and select
-        word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS, False)
-    else:
-        word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS, True)
+    word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS)
     # the output, typed by its dtype, as words (no host-side view: one call less per launch)
     if WORD_BITS == 16:
         words_ptr = out_ptr.to(tl.pointer_type(tl.int16))
