@@ -47,9 +47,11 @@ BLOCK_C_MAX = 64
 # A backward of fewer (query block, batch x head) programs than this gives each level its own
 # programs (the kernel's SPLIT_LEVELS): a decoder's 300 queries make a few hundred programs of
 # LEVELS x POINTS serial samples each, too little in flight for 132 SMs; split, LEVELS times as
-# many programs each walk one level's points. Chosen from `sweep-msda` on the H200
-# (benchmarks/NOTES.md, "MSDA v7").
-SPLIT_LEVELS_BELOW = 2048
+# many programs each walk one level's points. From `sweep-msda --split` on the H200 (graph
+# replays, benchmarks/NOTES.md "MSDA v7"): split, the Deformable-DETR decoder (304 programs)
+# went from 95.6 to 67.4 µs forward+backward, D-FINE-N (320) 77.2 to 60.4, RT-DETR (608) 87.2
+# to 76.5; DINO (912) was 1% faster joined, the encoder (17,824) 3%.
+SPLIT_LEVELS_BELOW = 768
 
 
 def environment_ok() -> bool:
