@@ -14,7 +14,14 @@ the key is never coarser than Triton's); later calls bind, look it up and call i
 ``Launcher`` goes one step further for callers that plan: made once per plan, with every
 argument fixed but the tensors, it skips the binder too. Its own check per call is what the
 binder would specialize differently for the new tensors (each one's dtype and 16-byte
-alignment; the sizes are the plan's), and anything else takes ``launch``.
+alignment; the sizes are the plan's) and that each is on the kept kernel's device, and anything
+else takes ``launch``. It hands Triton's C launcher each tensor's address as an int, which the
+launcher takes as is: given a tensor, it calls back into Python for ``data_ptr()`` and asks the
+driver (``cuPointerGetAttribute``) whether that address is device memory, per pointer argument
+and per launch, which the device check above answers once in Python. Where the compiled kernel
+needs no scratch memory it calls the C launcher itself, without its Python wrapper (which only
+allocates scratch). On the H200 a launch through Triton cost 18-37 µs of host time inside an
+autograd step against ~10 µs for a torch kernel (``benchmarks/NOTES.md``, "MSDA v7").
 
 The full path is kept whenever the shortcut could differ from it: the interpreter
 (``TRITON_INTERPRET=1``: no compiled kernel), non-CUDA tensors, a launch hook (a profiler), a
@@ -93,22 +100,23 @@ class Launcher:
     def __call__(self, *tensors: torch.Tensor) -> None:
         fast = self._fast
         if fast:
-            compiled, device, template, checks, runtime, driver = fast
+            launcher, head, device, template, checks, runtime, driver = fast
             values = template.copy()  # per call: another thread may be launching too
             # one pass: each tensor specializes as the kept kernel's (dtype, 16-byte alignment)
+            # and lives on its device; the launcher gets its address
             for (position, dtype, aligned), tensor in zip(checks, tensors, strict=True):
-                if tensor.dtype is not dtype or (tensor.data_ptr() & 15 == 0) is not aligned:
+                address = tensor.data_ptr()
+                if tensor.dtype is not dtype or (address & 15 == 0) is not aligned \
+                        or tensor.get_device() != device:
                     break
-                values[position] = tensor
+                values[position] = address
             else:
                 active = driver.active
                 enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
                 if active.get_current_device() == device and not self._kernel.pre_run_hooks \
                         and not (enter is not None and getattr(enter, "calls", True)) \
                         and not (leave is not None and getattr(leave, "calls", True)):
-                    compiled.run(*self._grid, active.get_current_stream(device),
-                                 compiled.function, compiled.packed_metadata, None, None, None,
-                                 *values)
+                    launcher(*self._grid, active.get_current_stream(device), *head, *values)
                     return
         args = list(self._args)
         for position, tensor in zip(self._positions, tensors, strict=True):
@@ -121,11 +129,11 @@ class Launcher:
 
 
 def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
-    """(compiled kernel, device, the launcher's argument values, each tensor's (position, dtype,
-    alignment), Triton's runtime knobs and driver) after a launch; False when relaunching
-    directly is not possible here (the interpreter, non-CUDA tensors, a Triton without these
-    internals); None to try again after the next launch (``launch`` took Triton's full path and
-    kept nothing: a hook was set)."""
+    """(the launcher to call, its arguments between the stream and the kernel's own, device,
+    the kernel's argument values, each tensor's (position, dtype, alignment), Triton's runtime
+    knobs and driver) after a launch; False when relaunching directly is not possible here (the
+    interpreter, non-CUDA tensors, a Triton without these internals); None to try again after
+    the next launch (``launch`` took Triton's full path and kept nothing: a hook was set)."""
     caches = getattr(kernel, "device_caches", None)
     if caches is None or not hasattr(kernel, "pre_run_hooks") or not _cuda_args(tuple(args)):
         return False
@@ -143,7 +151,23 @@ def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
     checks = tuple((p, args[p].dtype, args[p].data_ptr() & 15 == 0) for p in positions)
     for p in positions:  # the kept values hold no tensor between calls
         values[p] = None
-    return compiled, device, values, checks, runtime, driver
+    launcher, head = _launcher(compiled)
+    return launcher, head, device, values, checks, runtime, driver
+
+
+def _launcher(compiled) -> tuple:
+    """(callable, arguments after the stream) relaunching ``compiled``: the C launcher itself
+    when the kernel needs no scratch memory (triton 3.6's ``CudaLauncher.__call__`` only
+    allocates scratch, then calls it with these), else that Python wrapper."""
+    run = compiled.run
+    metadata = (compiled.packed_metadata, None, None, None)  # launch metadata, enter/exit hooks
+    no_scratch = getattr(run, "global_scratch_size", 1) == 0 \
+        and getattr(run, "profile_scratch_size", 1) == 0
+    if no_scratch and all(hasattr(run, a) for a in ("launch", "launch_cooperative_grid",
+                                                     "launch_pdl")):
+        return run.launch, (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None,
+                            None, *metadata)
+    return run, (compiled.function, *metadata)
 
 
 @functools.cache

@@ -4,10 +4,11 @@ kernel, driver and compiled kernel (the real one runs only on CUDA:
 
 The stand-ins follow the triton 3.6 internals the module relies on (a kernel's
 ``device_caches[device][4]`` binder, ``kernel[grid](...)`` returning the compiled kernel, the
-compiled kernel's ``run``). What is held: the relaunch passes the call's tensors in their
-positions with the fixed arguments between them, and any difference Triton would specialize or
-hook differently (dtype, 16-byte alignment, device, a launch hook, a pre-run hook) takes
-Triton's own path instead.
+compiled kernel's ``run``, and its C ``launch`` when it needs no scratch). What is held: the
+relaunch passes the call's tensors' addresses in their positions with the fixed arguments
+between them, and any difference Triton would specialize, place or hook differently (dtype,
+16-byte alignment, the current device, a tensor on another device, a launch hook, a pre-run
+hook) takes Triton's own path instead.
 """
 
 from __future__ import annotations
@@ -26,22 +27,42 @@ class _Chain:
 
 
 class _Compiled:
+    """A compiled kernel whose ``run`` is Triton's Python wrapper (recorded as "wrapper");
+    with ``scratch=0`` it also has the C ``launch`` the wrapper calls (recorded as "launch")."""
+
     function, packed_metadata = "function", "metadata"
 
-    def __init__(self, relaunched):
-        self._relaunched = relaunched
+    def __init__(self, relaunched, scratch=None):
+        self.run = _Run(relaunched) if scratch is None else _LaunchingRun(relaunched, scratch)
 
-    def run(self, *args):
-        self._relaunched.append(args)
+
+class _Run:
+    def __init__(self, relaunched):
+        self.relaunched = relaunched
+
+    def __call__(self, *args):
+        self.relaunched.append(("wrapper", args))
+
+
+class _LaunchingRun(_Run):
+    launch_cooperative_grid, launch_pdl, profile_scratch_size = False, True, 0
+
+    def __init__(self, relaunched, scratch):
+        super().__init__(relaunched)
+        self.global_scratch_size = scratch
+
+    def launch(self, *args):
+        self.relaunched.append(("launch", args))
 
 
 class _Kernel:
     """Binds ``(a, b, n, c, *, BLOCK)`` as Triton would: tensors specialize on dtype and
     alignment; ``kernel[grid](...)`` is Triton's full path (recorded)."""
 
-    def __init__(self):
+    def __init__(self, scratch=None):
         self.full, self.relaunched, self.pre_run_hooks = [], [], []
         self.device_caches = {0: (None, None, None, None, self._bind)}
+        self.scratch = scratch
 
     @staticmethod
     def _bind(a, b, n, c, BLOCK):
@@ -52,13 +73,12 @@ class _Kernel:
     def __getitem__(self, grid):
         def full_path(*args, **kwargs):
             self.full.append(args)
-            return _Compiled(self.relaunched)
+            return _Compiled(self.relaunched, self.scratch)
 
         return full_path
 
 
-@pytest.fixture
-def fake(monkeypatch):
+def _fake(monkeypatch, scratch):
     runtime = SimpleNamespace(launch_enter_hook=_Chain(), launch_exit_hook=_Chain())
     active = SimpleNamespace(device=0)
     active.get_current_device = lambda: active.device
@@ -66,10 +86,19 @@ def fake(monkeypatch):
     driver = SimpleNamespace(active=active)
     monkeypatch.setattr(triton_launch, "_triton", lambda: (runtime, driver))
     monkeypatch.setattr(triton_launch, "_cuda_args", lambda args: True)
-    kernel = _Kernel()
+    placed = SimpleNamespace(device=0)  # the device every stand-in tensor reports
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: placed.device)
+    kernel = _Kernel(scratch)
     launcher = triton_launch.Launcher(kernel, (3,), torch.empty(4), torch.empty(4), 64,
                                       torch.empty(4), BLOCK=128)
-    return SimpleNamespace(kernel=kernel, launcher=launcher, runtime=runtime, active=active)
+    return SimpleNamespace(kernel=kernel, launcher=launcher, runtime=runtime, active=active,
+                           placed=placed)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """A compiled kernel that needs scratch memory: relaunched through Triton's wrapper."""
+    return _fake(monkeypatch, scratch=None)
 
 
 def _tensors(dtype=torch.float32, offset=0):
@@ -85,18 +114,39 @@ def _warm(fake):
     assert len(fake.kernel.full) == 1 and len(fake.kernel.relaunched) == 1
 
 
-def test_a_steady_call_relaunches_with_its_own_tensors_in_place(fake):
+def test_a_steady_call_relaunches_with_its_own_tensors_addresses_in_place(fake):
     _warm(fake)
     a, b, c = _tensors()
     fake.launcher(a, b, c)
     assert len(fake.kernel.full) == 1 and len(fake.kernel.relaunched) == 2
-    args = fake.kernel.relaunched[-1]
+    how, args = fake.kernel.relaunched[-1]
+    assert how == "wrapper"
     assert args[:9] == (3, 1, 1, "stream0", "function", "metadata", None, None, None)
-    assert args[9] is a and args[10] is b and args[11] == 64 and args[12] is c
+    assert args[9:] == (a.data_ptr(), b.data_ptr(), 64, c.data_ptr())
 
 
-@pytest.mark.parametrize("change", ["dtype", "alignment", "device", "enter hook", "exit hook",
-                                    "pre-run hook"])
+def test_without_scratch_memory_the_c_launcher_is_called_directly(monkeypatch):
+    fake = _fake(monkeypatch, scratch=0)
+    _warm(fake)
+    a, b, c = _tensors()
+    fake.launcher(a, b, c)
+    how, args = fake.kernel.relaunched[-1]
+    assert how == "launch"
+    # as triton 3.6's CudaLauncher.__call__ calls it: grid, stream, function, cooperative, PDL,
+    # the two scratch buffers (none), then its own arguments (metadata, hooks, the kernel's)
+    assert args == (3, 1, 1, "stream0", "function", False, True, None, None, "metadata", None,
+                    None, None, a.data_ptr(), b.data_ptr(), 64, c.data_ptr())
+
+
+def test_scratch_memory_keeps_tritons_wrapper(monkeypatch):
+    fake = _fake(monkeypatch, scratch=256)
+    _warm(fake)
+    fake.launcher(*_tensors())
+    assert fake.kernel.relaunched[-1][0] == "wrapper"
+
+
+@pytest.mark.parametrize("change", ["dtype", "alignment", "device", "tensor elsewhere",
+                                    "enter hook", "exit hook", "pre-run hook"])
 def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, change):
     _warm(fake)
     tensors = _tensors()
@@ -107,6 +157,8 @@ def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, chan
     elif change == "device":
         fake.active.device = 1
         fake.kernel.device_caches[1] = fake.kernel.device_caches[0]
+    elif change == "tensor elsewhere":  # e.g. a CPU tensor: no address the kernel can read
+        fake.placed.device = -1
     elif change == "enter hook":
         fake.runtime.launch_enter_hook.calls.append(print)
     elif change == "exit hook":
@@ -114,6 +166,11 @@ def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, chan
     else:
         fake.kernel.pre_run_hooks.append(print)
     fake.launcher(*tensors)
+    if change == "tensor elsewhere":
+        # Triton's own relaunch gets the tensors, whose addresses its launcher checks
+        how, args = fake.kernel.relaunched[-1]
+        assert args[9] is tensors[0] and args[12] is tensors[2]
+        return
     assert len(fake.kernel.full) == 2 and len(fake.kernel.relaunched) == 1
 
 
