@@ -364,6 +364,66 @@ def eager_rows(implementations: dict) -> dict:
     return out
 
 
+class _NoAutogradWork(torch.autograd.Function):
+    """An autograd Function doing no work (empty outputs, empty gradients): what any op with a
+    Python autograd Function pays the engine, ours and Deformable DETR's alike."""
+
+    @staticmethod
+    def forward(ctx, value, locations, weights):
+        ctx.save_for_backward(value, locations, weights)
+        return value.new_empty(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        return tuple(t.new_empty(t.shape) for t in ctx.saved_tensors)
+
+
+def _no_autograd_work(value, _spatial_shapes, locations, weights):
+    return _NoAutogradWork.apply(value.contiguous(), locations.contiguous(),
+                                 weights.contiguous())
+
+
+def without_triton_launches(step, plan):
+    """``step`` with the plan's kept Triton launches (Triton's C launcher and the driver: the
+    Launcher's own Python still runs) replaced by no-ops for its duration."""
+    launchers = [launch for launch in (plan.forward_launch, plan.backward_launch) if launch]
+    if not all(launch._fast for launch in launchers):
+        raise SystemExit("a plan's launch has no direct relaunch to stub: warm it up first")
+
+    def run():
+        kept = [launch._fast for launch in launchers]
+        for launch in launchers:
+            launch._fast = (lambda *args: None, *launch._fast[1:])
+        try:
+            step()
+        finally:
+            for launch, fast in zip(launchers, kept, strict=True):
+                launch._fast = fast
+
+    return run
+
+
+def launch_share(case, inputs, peer: Peer) -> dict:
+    """Where an eager helper call's host time goes beside the peer's (interleaved windows):
+    ours, ours with Triton's launches stubbed, the peer, and an autograd Function doing no work.
+    ``ours - peer`` against ``ours - ours without launches`` says whether what we lose is inside
+    Triton's launcher and the driver (issue 12's escape clause)."""
+    from libreyolo.kernels.attention.ms_deform_attn.triton_provider import accepts
+
+    rows = {"ours": steps(_helper, *inputs), "peer": steps(_peer_function(peer, case.levels),
+                                                           *inputs),
+            "no autograd work": steps(_no_autograd_work, *inputs)}
+    for _ in range(3):
+        for forward, forward_backward in rows.values():
+            forward()
+            forward_backward()
+    plan = accepts(*inputs)
+    rows["ours, Triton launches stubbed"] = tuple(without_triton_launches(s, plan)
+                                                  for s in rows["ours"])
+    return eager_rows(rows)
+
+
 def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) -> dict:
     inputs = make_inputs(case, dtype=dtype, device="cuda", seed=0)
     result = {"case": case.name, "source": case.source, "dtype": str(dtype).removeprefix("torch."),
@@ -397,6 +457,8 @@ def bench_case(case, dtype, iters, peer: Peer | None, host_path: bool = True) ->
         shapes = torch.tensor(case.levels, dtype=torch.int64, device="cuda")
         eager["peer_module"] = module_steps(theirs, *module_inputs(case, dtype, shapes))
     result.update(eager_rows(eager))
+    if "peer_function" in eager and case.size == "medium":  # the decoders: host-bound calls
+        result["launch_share"] = launch_share(case, inputs, peer)
     result["helper"].update(time_graphs(_helper, inputs, iters))
     if "peer_function" in result:
         result["peer_function"].update(time_graphs(_peer_function(peer, case.levels), inputs,
@@ -479,6 +541,28 @@ def peer_table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def launch_share_table(results: list[dict]) -> str:
+    """Host µs a call (medians of the interleaved windows), forward / forward+backward."""
+    names = ("ours", "ours, Triton launches stubbed", "peer", "no autograd work")
+    rows = ["| case | " + " | ".join(names) + " | ours - peer | Triton's launches |",
+            "|---|" + "---|" * (len(names) + 2)]
+    for r in results:
+        share = r.get("launch_share")
+        if share is None:
+            continue
+        cells, med = [], {}
+        for name in names:
+            med[name] = [median(share[name][f"host_{step}_us"]) for step in EAGER_STEPS]
+            cells.append(" / ".join(f"{v:.1f}" for v in med[name]))
+        gap = [a - b for a, b in zip(med["ours"], med["peer"], strict=True)]
+        launches = [a - b for a, b in zip(med["ours"], med["ours, Triton launches stubbed"],
+                                          strict=True)]
+        rows.append(f"| {r['case']} | " + " | ".join(cells) + " | "
+                    + " / ".join(f"{v:+.1f}" for v in gap) + " | "
+                    + " / ".join(f"{v:.1f}" for v in launches) + " |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="where to write the raw JSON")
@@ -524,6 +608,10 @@ def main(argv=None) -> None:
     print()
     print(f"Ours / Deformable DETR's op ({peer_status}):")
     print(peer_table(results))
+    if any("launch_share" in r for r in results):
+        print()
+        print("Host µs a call, forward / forward+backward, helper-level (interleaved windows):")
+        print(launch_share_table(results))
     profiled = [c for c in load_cases() if c.name in args.profile_cases]
     if profiled:  # last: the timings above ran on a quiet host
         path = args.out.with_name(f"{args.out.stem}_profile.md")

@@ -181,7 +181,7 @@ def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_w
     it starts at zero; the kernel stores every location and weight gradient exactly once (each
     (query, head, level, point) belongs to one program, inside or outside the level), so those
     two start uninitialized: two fill launches fewer per backward than ``zeros``."""
-    grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
+    grad_value = value.new_zeros(value.shape, dtype=torch.float32)
     if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
         return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
                 torch.zeros_like(attention_weights))
