@@ -7,6 +7,7 @@ from conformance.ms_deform_attn.cases import load_cases, make_inputs
 from libreyolo.kernels import clear_cache
 from libreyolo.kernels.attention.ms_deform_attn import can_use_slot, maybe_ms_deform_attn
 from libreyolo.kernels.attention.ms_deform_attn import dispatch as ms_dispatch
+from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 from libreyolo.nn import MSDeformAttn
 
@@ -91,8 +92,6 @@ def test_the_offset_normalizer_is_made_once_and_changes_no_bit(layout, monkeypat
     """Level sizes known on the host (pairs, or a tensor the kernels read before at this
     version) divide the offsets by a normalizer kept per (levels, device, dtype): the same
     arithmetic as the per-call path, without its two launches a call."""
-    from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module
-
     module = make_module()
     query, reference, value, shapes, starts = module_inputs()
     per_call = module(query, reference, value, shapes, starts)  # a tensor never read: per call
@@ -110,8 +109,6 @@ def test_the_offset_normalizer_is_made_once_and_changes_no_bit(layout, monkeypat
 
 
 def test_sizes_written_into_a_read_tensor_are_normalized_by_the_new_sizes():
-    from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module
-
     module = make_module()
     query, reference, value, shapes, starts = module_inputs()
     levels_module.level_shapes(shapes)
