@@ -12,16 +12,17 @@ specialization of the arguments (its binder: dtypes, 16-byte alignment, integer 
 the key is never coarser than Triton's); later calls bind, look it up and call its launcher.
 
 ``Launcher`` goes one step further for callers that plan: made once per plan, with every
-argument fixed but the tensors, it skips the binder too. Its own check per call is what the
-binder would specialize differently for the new tensors (each one's dtype and 16-byte
-alignment; the sizes are the plan's) and that each is on the kept kernel's device, and anything
-else takes ``launch``. It hands Triton's C launcher each tensor's address as an int, which the
-launcher takes as is: given a tensor, it calls back into Python for ``data_ptr()`` and asks the
-driver (``cuPointerGetAttribute``) whether that address is device memory, per pointer argument
-and per launch, which the device check above answers once in Python. Where the compiled kernel
-needs no scratch memory it calls the C launcher itself, without its Python wrapper (which only
-allocates scratch). On the H200 a launch through Triton cost 18-37 µs of host time inside an
-autograd step against ~10 µs for a torch kernel (``benchmarks/NOTES.md``, "MSDA v7").
+argument fixed but the tensors, it skips the binder too. What the binder would specialize
+differently for a new call is the tensors' 16-byte alignment (the sizes are the plan's, and the
+plan fixed the dtypes and the device: see ``Launcher``), so that is what a call checks, with
+the current device and the launch hooks; anything else takes ``launch``. It hands Triton's C
+launcher each tensor's address as an int, which the launcher takes as is: given a tensor, it
+calls back into Python for ``data_ptr()`` and asks the driver (``cuPointerGetAttribute``)
+whether that address is device memory, per pointer argument and per launch, which the plan's
+device answers once. Where the compiled kernel needs no scratch memory it calls the C launcher
+itself, without its Python wrapper (which only allocates scratch). On the H200 a launch through
+Triton cost 18-37 µs of host time inside an autograd step against ~10 µs for a torch kernel
+(``benchmarks/NOTES.md``, "MSDA v7").
 
 The full path is kept whenever the shortcut could differ from it: the interpreter
 (``TRITON_INTERPRET=1``: no compiled kernel), non-CUDA tensors, a launch hook (a profiler), a
@@ -32,6 +33,7 @@ pre-run hook, or a Triton without the internals this relies on (the stack pins t
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -74,68 +76,77 @@ def _bind(caches, device: int, args, kwargs) -> tuple[dict, tuple]:
 
 
 _UNSEEN = 0  # a Launcher not yet called
+_ADDRESS = torch.Tensor.data_ptr
 
 
 class Launcher:
     """One launch of ``kernel`` on ``grid`` with every argument fixed except the tensors, which
-    each call passes in the order they appear among the positional arguments (made once per
-    plan, by the caller's plan cache: the sizes and constants are the plan's).
+    come first among the positional arguments and which each call passes, in that order.
+
+    A Launcher is made once per plan and kept by the caller's plan cache. The plan's key holds
+    each input tensor's dtype and device, the plan allocates the outputs from the inputs, and the
+    constants given here (an input kind, a block size) already depend on them: so every call's
+    tensors have the first call's dtypes and share its device, and a call checks only what a
+    plan cannot fix, each address's 16-byte alignment (Triton specializes on it), that the first
+    tensor is on the kept kernel's device, and that no launch hook is set. Checking dtype and
+    device per tensor as well cost 0.35 µs a tensor on the 2-core CI machine, about 1 µs on the
+    H200's host (``benchmarks/NOTES.md``, "MSDA v8"): the plan validated them once.
 
     The first two calls go through ``launch`` (the second works out the direct relaunch, so a
     plan used once pays nothing for it); later calls relaunch the compiled kernel directly when
-    the tensors specialize as before (same dtypes, same 16-byte alignment), the device is the
-    same and no launch hook is set, and through ``launch`` otherwise.
+    the alignment is as before, the device is the same and no launch hook is set, and through
+    ``launch`` otherwise.
     """
 
-    __slots__ = ("_kernel", "_grid", "_args", "_kwargs", "_positions", "_fast")
+    __slots__ = ("_kernel", "_grid", "_fixed", "_kwargs", "_count", "_fast")
 
     def __init__(self, kernel, grid: Sequence[int], *args, **kwargs) -> None:
-        self._kernel, self._kwargs = kernel, kwargs
+        count = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)),
+                     len(args))
+        if any(isinstance(a, torch.Tensor) for a in args[count:]):
+            raise TypeError("Launcher: the kernel's tensor arguments must come first, before "
+                            "its fixed arguments (each call passes only the tensors)")
+        self._kernel, self._kwargs, self._count = kernel, kwargs, count
         self._grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
-        self._positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        # the template holds no tensor (a plan must not keep its first call's memory alive)
-        self._args = tuple(None if i in self._positions else a for i, a in enumerate(args))
+        self._fixed = args[count:]  # no tensor: a plan must not keep its first call's memory
         self._fast = _UNSEEN
 
     def __call__(self, *tensors: torch.Tensor) -> None:
+        if len(tensors) != self._count:
+            raise ValueError(f"Launcher: {len(tensors)} tensors given, the kernel takes "
+                             f"{self._count}")
         fast = self._fast
         if fast:
-            launcher, head, device, template, checks, runtime, driver = fast
-            values = template.copy()  # per call: another thread may be launching too
-            # one pass: each tensor specializes as the kept kernel's (dtype, 16-byte alignment)
-            # and lives on its device; the launcher gets its address
-            for (position, dtype, aligned), tensor in zip(checks, tensors, strict=True):
-                address = tensor.data_ptr()
-                if tensor.dtype is not dtype or (address & 15 == 0) is not aligned \
-                        or tensor.get_device() != device:
-                    break
-                values[position] = address
-            else:
+            launcher, head, tail, device, aligned, runtime, driver = fast
+            addresses = list(map(_ADDRESS, tensors))
+            if tensors[0].get_device() == device and (
+                    not functools.reduce(operator.or_, addresses) & 15 if aligned is None
+                    else [not a & 15 for a in addresses] == aligned):
                 active = driver.active
                 enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
                 if active.get_current_device() == device and not self._kernel.pre_run_hooks \
                         and not (enter is not None and getattr(enter, "calls", True)) \
                         and not (leave is not None and getattr(leave, "calls", True)):
-                    launcher(*self._grid, active.get_current_stream(device), *head, *values)
+                    launcher(*self._grid, active.get_current_stream(device), *head, *addresses,
+                             *tail)
                     return
-        args = list(self._args)
-        for position, tensor in zip(self._positions, tensors, strict=True):
-            args[position] = tensor
+        args = (*tensors, *self._fixed)
         launch(self._kernel, self._grid, *args, **self._kwargs)
         if fast is _UNSEEN:
             self._fast = None
         elif fast is None:  # worked out after a launch that kept a compiled kernel
-            self._fast = _fast_state(self._kernel, args, self._kwargs, self._positions)
+            self._fast = _fast_state(self._kernel, args, self._kwargs, self._count)
 
 
-def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
-    """(the launcher to call, its arguments between the stream and the kernel's own, device,
-    the kernel's argument values, each tensor's (position, dtype, alignment), Triton's runtime
-    knobs and driver) after a launch; False when relaunching directly is not possible here (the
-    interpreter, non-CUDA tensors, a Triton without these internals); None to try again after
-    the next launch (``launch`` took Triton's full path and kept nothing: a hook was set)."""
+def _fast_state(kernel, args: tuple, kwargs: dict, count: int):
+    """(the launcher to call, its arguments between the stream and the tensors' addresses, the
+    kernel's argument values after them, device, the tensors' 16-byte alignment (None: all
+    aligned), Triton's runtime knobs and driver) after a launch; False when relaunching directly
+    is not possible here (the interpreter, non-CUDA tensors, a Triton without these internals);
+    None to try again after the next launch (``launch`` took Triton's full path and kept
+    nothing: a hook was set)."""
     caches = getattr(kernel, "device_caches", None)
-    if caches is None or not hasattr(kernel, "pre_run_hooks") or not _cuda_args(tuple(args)):
+    if caches is None or not hasattr(kernel, "pre_run_hooks") or not _cuda_args(args):
         return False
     if kernel.pre_run_hooks:
         return None
@@ -146,13 +157,13 @@ def _fast_state(kernel, args: list, kwargs: dict, positions: tuple):
     if compiled is None:
         return None
     values = list(bound.values())
-    if any(values[p] is not args[p] for p in positions):
+    if any(values[p] is not args[p] for p in range(count)):
         return False
-    checks = tuple((p, args[p].dtype, args[p].data_ptr() & 15 == 0) for p in positions)
-    for p in positions:  # the kept values hold no tensor between calls
-        values[p] = None
+    aligned = [not args[p].data_ptr() & 15 for p in range(count)]
     launcher, head = _launcher(compiled)
-    return launcher, head, device, values, checks, runtime, driver
+    # the kept values hold no tensor between calls
+    return (launcher, head, tuple(values[count:]), device, None if all(aligned) else aligned,
+            runtime, driver)
 
 
 def _launcher(compiled) -> tuple:

@@ -5,10 +5,11 @@ kernel, driver and compiled kernel (the real one runs only on CUDA:
 The stand-ins follow the triton 3.6 internals the module relies on (a kernel's
 ``device_caches[device][4]`` binder, ``kernel[grid](...)`` returning the compiled kernel, the
 compiled kernel's ``run``, and its C ``launch`` when it needs no scratch). What is held: the
-relaunch passes the call's tensors' addresses in their positions with the fixed arguments
-between them, and any difference Triton would specialize, place or hook differently (dtype,
-16-byte alignment, the current device, a tensor on another device, a launch hook, a pre-run
-hook) takes Triton's own path instead.
+relaunch passes the call's tensors' addresses first, then the fixed arguments, and any
+difference Triton would specialize, place or hook differently and that a plan does not fix
+(16-byte alignment, the current device, tensors on another device, a launch hook, a pre-run
+hook) takes Triton's own path instead. Dtypes are the plan's (``Launcher``'s docstring): a
+Launcher never sees another dtype, and the tensor arguments must come first.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class _LaunchingRun(_Run):
 
 
 class _Kernel:
-    """Binds ``(a, b, n, c, *, BLOCK)`` as Triton would: tensors specialize on dtype and
+    """Binds ``(a, b, c, n, *, BLOCK)`` as Triton would: tensors specialize on dtype and
     alignment; ``kernel[grid](...)`` is Triton's full path (recorded)."""
 
     def __init__(self, scratch=None):
@@ -65,8 +66,8 @@ class _Kernel:
         self.scratch = scratch
 
     @staticmethod
-    def _bind(a, b, n, c, BLOCK):
-        bound = {"a": a, "b": b, "n": n, "c": c}
+    def _bind(a, b, c, n, BLOCK):
+        bound = {"a": a, "b": b, "c": c, "n": n}
         spec = [(t.dtype, t.data_ptr() % 16 == 0) for t in (a, b, c)] + [n % 16 == 0]
         return bound, spec, {"BLOCK": BLOCK}
 
@@ -89,8 +90,8 @@ def _fake(monkeypatch, scratch):
     placed = SimpleNamespace(device=0)  # the device every stand-in tensor reports
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: placed.device)
     kernel = _Kernel(scratch)
-    launcher = triton_launch.Launcher(kernel, (3,), torch.empty(4), torch.empty(4), 64,
-                                      torch.empty(4), BLOCK=128)
+    launcher = triton_launch.Launcher(kernel, (3,), torch.empty(4), torch.empty(4),
+                                      torch.empty(4), 64, BLOCK=128)
     return SimpleNamespace(kernel=kernel, launcher=launcher, runtime=runtime, active=active,
                            placed=placed)
 
@@ -122,7 +123,7 @@ def test_a_steady_call_relaunches_with_its_own_tensors_addresses_in_place(fake):
     how, args = fake.kernel.relaunched[-1]
     assert how == "wrapper"
     assert args[:9] == (3, 1, 1, "stream0", "function", "metadata", None, None, None)
-    assert args[9:] == (a.data_ptr(), b.data_ptr(), 64, c.data_ptr())
+    assert args[9:] == (a.data_ptr(), b.data_ptr(), c.data_ptr(), 64)
 
 
 def test_without_scratch_memory_the_c_launcher_is_called_directly(monkeypatch):
@@ -135,7 +136,7 @@ def test_without_scratch_memory_the_c_launcher_is_called_directly(monkeypatch):
     # as triton 3.6's CudaLauncher.__call__ calls it: grid, stream, function, cooperative, PDL,
     # the two scratch buffers (none), then its own arguments (metadata, hooks, the kernel's)
     assert args == (3, 1, 1, "stream0", "function", False, True, None, None, "metadata", None,
-                    None, None, a.data_ptr(), b.data_ptr(), 64, c.data_ptr())
+                    None, None, a.data_ptr(), b.data_ptr(), c.data_ptr(), 64)
 
 
 def test_scratch_memory_keeps_tritons_wrapper(monkeypatch):
@@ -145,14 +146,12 @@ def test_scratch_memory_keeps_tritons_wrapper(monkeypatch):
     assert fake.kernel.relaunched[-1][0] == "wrapper"
 
 
-@pytest.mark.parametrize("change", ["dtype", "alignment", "device", "tensor elsewhere",
+@pytest.mark.parametrize("change", ["alignment", "device", "tensor elsewhere",
                                     "enter hook", "exit hook", "pre-run hook"])
 def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, change):
     _warm(fake)
     tensors = _tensors()
-    if change == "dtype":
-        tensors = _tensors(torch.float16)
-    elif change == "alignment":
+    if change == "alignment":
         tensors = _tensors(offset=1)  # 4 bytes off: no longer 16-byte aligned
     elif change == "device":
         fake.active.device = 1
@@ -169,7 +168,7 @@ def test_what_would_specialize_or_hook_differently_takes_tritons_path(fake, chan
     if change == "tensor elsewhere":
         # Triton's own relaunch gets the tensors, whose addresses its launcher checks
         how, args = fake.kernel.relaunched[-1]
-        assert args[9] is tensors[0] and args[12] is tensors[2]
+        assert args[9:12] == tensors
         return
     assert len(fake.kernel.full) == 2 and len(fake.kernel.relaunched) == 1
 
@@ -179,3 +178,20 @@ def test_a_missing_tensor_is_an_error_not_a_null_pointer(fake):
     a, b, _ = _tensors()
     with pytest.raises(ValueError):
         fake.launcher(a, b)
+
+
+def test_an_unaligned_tensor_kept_unaligned_still_relaunches_directly(fake):
+    """Alignment is compared tensor by tensor: a plan whose first tensor was unaligned at the
+    compile keeps relaunching directly while it stays so, and takes Triton's path once it is
+    aligned (Triton would specialize differently)."""
+    for _ in range(2):
+        fake.launcher(*_tensors(offset=1))
+    fake.launcher(*_tensors(offset=1))
+    assert len(fake.kernel.full) == 1 and len(fake.kernel.relaunched) == 2
+    fake.launcher(*_tensors())
+    assert len(fake.kernel.full) == 2
+
+
+def test_a_tensor_after_a_fixed_argument_is_refused_when_the_launcher_is_made():
+    with pytest.raises(TypeError, match="tensor arguments must come first"):
+        triton_launch.Launcher(_Kernel(), (1,), torch.empty(4), 64, torch.empty(4), BLOCK=8)

@@ -28,6 +28,8 @@ from libreyolo.kernels import register
 from libreyolo.kernels.attention.ms_deform_attn import memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
+from libreyolo.kernels.autograd import SOURCE as autograd_source
+from libreyolo.kernels.autograd import applier, once_differentiable
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
@@ -198,26 +200,21 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
 
 
 def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_weights):
-    """The three gradients, allocated as the classic backward's are (``grad_value`` zeroed for
-    its atomic adds; the weight gradient, stored once per element by the kernel, unfilled). The
+    """The three gradients, allocated as the classic backward's are (``classic.gradients``). The
     location gradient is stored once per element in bilinear mode; in discrete mode the kernel
     leaves it unwritten and the Function returns None for it, so it is never read either way."""
-    grad_value = torch.zeros(value.shape, dtype=torch.float32, device=value.device)
-    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
-        return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
-                torch.zeros_like(attention_weights))
-    grad_locations = classic.stored_by_kernel(sampling_locations)
-    grad_weights = classic.stored_by_kernel(attention_weights)
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
-               grad_locations, grad_weights)
+    return classic.gradients(_backward_launch, plan, grad_out, value, sampling_locations,
+                             attention_weights)
+
+
+def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
     launcher = plan.launches.get("backward")
     if launcher is None:
         launcher = plan.launches["backward"] = Launcher(
             _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
             *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
             enable_fp_fusion=False)
-    launcher(*tensors)
-    return grad_value.to(value.dtype), grad_locations, grad_weights
+    return launcher
 
 
 class _RaggedFunction(torch.autograd.Function):
@@ -231,7 +228,7 @@ class _RaggedFunction(torch.autograd.Function):
         return _forward(plan, value, sampling_locations, attention_weights)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
+    @once_differentiable
     def backward(ctx, grad_out):
         value, sampling_locations, attention_weights = ctx.saved_tensors
         grad_value, grad_locations, grad_weights = _backward(
@@ -240,6 +237,9 @@ class _RaggedFunction(torch.autograd.Function):
         return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] and not ctx.plan.discrete else None,
                 grad_weights if needs[3] else None)
+
+
+_apply = applier(_RaggedFunction)
 
 
 def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, attention_weights,
@@ -253,10 +253,7 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
         value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
     if isinstance(plan, str):
         raise ValueError(f"{SLOT} triton implementation declines this input: {plan}")
-    tensors = (value.contiguous(), sampling_locations.contiguous(), attention_weights.contiguous())
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _RaggedFunction.apply(plan, *tensors)
-    return _forward(plan, *tensors)  # inference: no autograd node (host time per call)
+    return classic.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
 
 
 _HERE = Path(__file__).resolve().parent
@@ -264,7 +261,7 @@ _HERE = Path(__file__).resolve().parent
 #: its own, and the classic kernels whose sampling helpers and limits it reuses.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
                                          "triton_provider.py", "triton_kernels.py")) + (
-    launcher_source,)
+    launcher_source, autograd_source)
 
 register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
          accepts=accepts, sources=SOURCES)

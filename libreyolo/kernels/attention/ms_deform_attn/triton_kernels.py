@@ -155,53 +155,65 @@ def _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad
         lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
         x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
                                                q_mask)
-        o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
-        o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride,
-                                    q_mask)
-        o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride,
-                                    q_mask)
-        o11, in11 = _corner_offsets(x0 + 1, y0 + 1, height, width, start, len_in, row_stride,
-                                    q_mask)
-        w00 = (1.0 - fx) * (1.0 - fy)
-        w01 = fx * (1.0 - fy)
-        w10 = (1.0 - fx) * fy
-        w11 = fx * fy
-        grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-        grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-        grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-        for c0 in range(0, C, BLOCK_C):
-            c = c0 + tl.arange(0, BLOCK_C)
-            c_mask = c < C
-            g = tl.load(grad_out_ptr + g_rows + c[None, :],
-                        mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
-            v_ptr = value_ptr + head_offset + c[None, :]
-            gv_ptr = grad_value_ptr + head_offset + c[None, :]
-            m00 = in00[:, None] & c_mask[None, :]
-            m01 = in01[:, None] & c_mask[None, :]
-            m10 = in10[:, None] & c_mask[None, :]
-            m11 = in11[:, None] & c_mask[None, :]
-            v00 = tl.load(v_ptr + o00[:, None], mask=m00, other=0.0).to(tl.float32)
-            v01 = tl.load(v_ptr + o01[:, None], mask=m01, other=0.0).to(tl.float32)
-            v10 = tl.load(v_ptr + o10[:, None], mask=m10, other=0.0).to(tl.float32)
-            v11 = tl.load(v_ptr + o11[:, None], mask=m11, other=0.0).to(tl.float32)
-            sampled = (w00[:, None] * v00 + w01[:, None] * v01
-                       + w10[:, None] * v10 + w11[:, None] * v11)
-            grad_weight += tl.sum(g * sampled, axis=1)
-            grad_x += tl.sum(g * ((1.0 - fy)[:, None] * (v01 - v00)
-                                  + fy[:, None] * (v11 - v10)), axis=1)
-            grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00)
-                                  + fx[:, None] * (v11 - v01)), axis=1)
-            weighted = weight[:, None] * g
-            tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
-            tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
-            tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
-            tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
-        tl.store(grad_attn_ptr + lp_offset,
-                 grad_weight.to(grad_attn_ptr.dtype.element_ty), mask=q_mask)
-        grad_u = weight * width.to(tl.float32) * grad_x
-        grad_v = weight * height.to(tl.float32) * grad_y
-        tl.store(grad_loc_ptr + 2 * lp_offset, grad_u.to(grad_loc_ptr.dtype.element_ty),
-                 mask=q_mask)
-        tl.store(grad_loc_ptr + 2 * lp_offset + 1, grad_v.to(grad_loc_ptr.dtype.element_ty),
-                 mask=q_mask)
+        _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
+                                 grad_attn_ptr, head_offset, g_rows, lp_offset, x0, y0, fx, fy,
+                                 weight, height, width, start, len_in, row_stride, q_mask, C,
+                                 BLOCK_Q, BLOCK_C)
     return start + height * width
+
+
+@triton.jit
+def _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
+                             grad_attn_ptr, head_offset, g_rows, p_offset, x0, y0, fx, fy,
+                             weight, height, width, start, len_in, row_stride, q_mask,
+                             C: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
+    """One point's backward for a block of queries (``ms_deform_attn_bwd_kernel`` states the
+    derivatives; the ragged backward takes the same step): the weight and location gradients,
+    complete over the channels, stored at ``p_offset``; the value gradient by float32 atomic
+    adds."""
+    o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
+    o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride, q_mask)
+    o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride, q_mask)
+    o11, in11 = _corner_offsets(x0 + 1, y0 + 1, height, width, start, len_in, row_stride,
+                                q_mask)
+    w00 = (1.0 - fx) * (1.0 - fy)
+    w01 = fx * (1.0 - fy)
+    w10 = (1.0 - fx) * fy
+    w11 = fx * fy
+    grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+    grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+    grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+    for c0 in range(0, C, BLOCK_C):
+        c = c0 + tl.arange(0, BLOCK_C)
+        c_mask = c < C
+        g = tl.load(grad_out_ptr + g_rows + c[None, :],
+                    mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
+        v_ptr = value_ptr + head_offset + c[None, :]
+        gv_ptr = grad_value_ptr + head_offset + c[None, :]
+        m00 = in00[:, None] & c_mask[None, :]
+        m01 = in01[:, None] & c_mask[None, :]
+        m10 = in10[:, None] & c_mask[None, :]
+        m11 = in11[:, None] & c_mask[None, :]
+        v00 = tl.load(v_ptr + o00[:, None], mask=m00, other=0.0).to(tl.float32)
+        v01 = tl.load(v_ptr + o01[:, None], mask=m01, other=0.0).to(tl.float32)
+        v10 = tl.load(v_ptr + o10[:, None], mask=m10, other=0.0).to(tl.float32)
+        v11 = tl.load(v_ptr + o11[:, None], mask=m11, other=0.0).to(tl.float32)
+        sampled = (w00[:, None] * v00 + w01[:, None] * v01
+                   + w10[:, None] * v10 + w11[:, None] * v11)
+        grad_weight += tl.sum(g * sampled, axis=1)
+        grad_x += tl.sum(g * ((1.0 - fy)[:, None] * (v01 - v00) + fy[:, None] * (v11 - v10)),
+                         axis=1)
+        grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00) + fx[:, None] * (v11 - v01)),
+                         axis=1)
+        weighted = weight[:, None] * g
+        tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
+        tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
+        tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
+        tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
+    tl.store(grad_attn_ptr + p_offset, grad_weight.to(grad_attn_ptr.dtype.element_ty),
+             mask=q_mask)
+    grad_u = weight * width.to(tl.float32) * grad_x
+    grad_v = weight * height.to(tl.float32) * grad_y
+    tl.store(grad_loc_ptr + 2 * p_offset, grad_u.to(grad_loc_ptr.dtype.element_ty), mask=q_mask)
+    tl.store(grad_loc_ptr + 2 * p_offset + 1, grad_v.to(grad_loc_ptr.dtype.element_ty),
+             mask=q_mask)

@@ -23,6 +23,8 @@ import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
+from libreyolo.kernels.autograd import SOURCE as autograd_source
+from libreyolo.kernels.autograd import applier, once_differentiable
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
@@ -177,10 +179,26 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
 
 
 def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_weights):
-    """The three gradients. ``grad_value`` takes atomic adds (many queries sample one pixel), so
-    it starts at zero; the kernel stores every location and weight gradient exactly once (each
-    (query, head, level, point) belongs to one program, inside or outside the level), so those
-    two start uninitialized: two fill launches fewer per backward than ``zeros``."""
+    return gradients(_backward_launch, plan, grad_out, value, sampling_locations,
+                     attention_weights)
+
+
+def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
+    if plan.backward_launch is None:
+        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid,
+                                        *tensors, *plan.sizes, **plan.constants,
+                                        SPLIT_LEVELS=plan.split_levels, num_warps=NUM_WARPS)
+    return plan.backward_launch
+
+
+def gradients(launch_for, plan, grad_out, value, sampling_locations, attention_weights):
+    """The three gradients from one launch of a backward kernel (this provider's and the ragged
+    one's): ``launch_for(plan, tensors)`` is the plan's kept launch of it.
+
+    ``grad_value`` takes atomic adds (many queries sample one pixel), so it starts at zero; the
+    kernel stores every location and weight gradient exactly once (each (query, head, level,
+    point) belongs to one program, inside or outside the level), so those two start
+    uninitialized: two fill launches fewer per backward than ``zeros``."""
     grad_value = value.new_zeros(value.shape, dtype=torch.float32)
     if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
         return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
@@ -189,12 +207,10 @@ def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_w
     grad_weights = stored_by_kernel(attention_weights)
     tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
                grad_locations, grad_weights)
-    if plan.backward_launch is None:
-        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid,
-                                        *tensors, *plan.sizes, **plan.constants,
-                                        SPLIT_LEVELS=plan.split_levels, num_warps=NUM_WARPS)
-    plan.backward_launch(*tensors)
-    return grad_value.to(value.dtype), grad_locations, grad_weights
+    launch_for(plan, tensors)(*tensors)
+    if value.dtype is not torch.float32:
+        grad_value = grad_value.to(value.dtype)
+    return grad_value, grad_locations, grad_weights
 
 
 def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
@@ -213,7 +229,7 @@ class _MSDeformAttnFunction(torch.autograd.Function):
         return _forward(plan, value, sampling_locations, attention_weights)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
+    @once_differentiable
     def backward(ctx, grad_out):
         value, sampling_locations, attention_weights = ctx.saved_tensors
         grad_value, grad_locations, grad_weights = _backward(
@@ -221,6 +237,22 @@ class _MSDeformAttnFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad
         return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] else None, grad_weights if needs[3] else None)
+
+
+_apply = applier(_MSDeformAttnFunction)
+
+
+def run(apply, forward, plan, value, sampling_locations, attention_weights):
+    """``forward(plan, ...)`` on contiguous tensors (this provider's and the ragged one's): through
+    ``apply``, the provider's autograd Function, when a gradient is wanted, else with no autograd
+    node (host time per call)."""
+    value = value.contiguous()
+    sampling_locations = sampling_locations.contiguous()
+    attention_weights = attention_weights.contiguous()
+    if torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
+                                    or attention_weights.requires_grad):
+        return apply(plan, value, sampling_locations, attention_weights)
+    return forward(plan, value, sampling_locations, attention_weights)
 
 
 def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_weights, *,
@@ -236,20 +268,13 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
         if isinstance(prepared, str):
             raise ValueError(f"ms_deform_attn triton implementation declines this input: "
                              f"{prepared}")
-    value = value.contiguous()
-    sampling_locations = sampling_locations.contiguous()
-    attention_weights = attention_weights.contiguous()
-    if torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
-                                    or attention_weights.requires_grad):
-        return _MSDeformAttnFunction.apply(prepared, value, sampling_locations,
-                                           attention_weights)
-    return _forward(prepared, value, sampling_locations, attention_weights)
+    return run(_apply, _forward, prepared, value, sampling_locations, attention_weights)
 
 
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here).
 SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py")) + (
-    launcher_source,)
+    launcher_source, autograd_source)
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
          accepts=accepts, sources=SOURCES)

@@ -166,24 +166,6 @@ class Passes:
             return partials
         return plan.tensor_amax
 
-    def forward(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
-        """``first_pass`` then the forward ``quantize``, for contiguous ``x`` (the call without
-        autograd: one method, as most calls are this one)."""
-        out = torch.empty_like(x)
-        if self.empty:
-            return out
-        loaded = x.view(torch.int16) if self.as_int16 else x
-        if self.amax_launcher is not None:
-            partials = torch.empty((self.amax_rows, self.n_partials), dtype=torch.float32,
-                                   device=x.device)
-            self.amax_launcher(loaded, partials)
-        else:
-            partials = plan.tensor_amax
-        scale = plan.scale
-        self.forward_launcher(loaded, out.view(torch.int16) if self.as_int16 else out, x,
-                              x if scale is None else scale, x if partials is None else partials)
-        return out
-
     def quantize(self, plan: Plan, x: torch.Tensor, partials: torch.Tensor | None,
                  grad: torch.Tensor | None = None) -> torch.Tensor:
         """Forward output (``grad is None``) or the straight-through gradient, for contiguous
@@ -230,9 +212,9 @@ class Passes:
 
 def passes(plan: Plan, x: torch.Tensor, tile: int) -> Passes:
     """The layout's ``Passes`` at ``tile``, made on its first call (``x``: a contiguous input)."""
-    kept = plan.layout.launchers.get(tile)
+    kept = plan.layout.passes.get(tile)
     if kept is None:
-        kept = plan.layout.launchers[tile] = Passes(plan, x, tile)
+        kept = plan.layout.passes[tile] = Passes(plan, x, tile)
     return kept
 
 
@@ -265,7 +247,5 @@ def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
     if x.requires_grad and torch.is_grad_enabled():
         return _StraightThrough.apply(x, plan, tile)
     x = x.contiguous()
-    kept = plan.layout.launchers.get(tile)
-    if kept is None:
-        kept = passes(plan, x, tile)
-    return kept.forward(plan, x)
+    kept = passes(plan, x, tile)
+    return kept.quantize(plan, x, kept.first_pass(plan, x))

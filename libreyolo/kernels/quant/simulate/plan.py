@@ -135,7 +135,7 @@ class Layout:
     block_scale_grid: Grid | None = None  # NVFP4: the grid block scales are rounded onto
     tensor_amax_given: bool = False  # NVFP4: the call passes its tensor amax (else computed)
     #: what runs for this layout (``launch.Passes``, with its launches), by tile
-    launchers: dict = field(default_factory=dict, compare=False, repr=False)
+    passes: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(slots=True)
