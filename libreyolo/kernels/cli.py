@@ -52,10 +52,10 @@ def record_states() -> Callable[[Implementation], str | None]:
         if record is None:
             return "none"
         target = gate.Target(impl.op, impl.name, impl.sources, impl.capabilities)
-        digest = gate.current_digest(target)
-        if record.get("source_digest") != digest:
+        current = gate.current_digest(target)
+        if record.get("source_digest") != current["digest"]:
             return "stale"
-        return "green" if gate.record_problem(target, record, digest) is None else "not green"
+        return "green" if gate.record_problem(target, record, current) is None else "not green"
 
     return state
 

@@ -112,6 +112,19 @@ def test_record_state_is_stale_when_the_sources_changed(tmp_path):
     assert cli.record_states()(impl) == "stale"
 
 
+@pytest.mark.parametrize("problem, state", [(None, "green"), ("a cell failed", "not green")])
+def test_record_state_of_todays_sources_is_the_gates_verdict(monkeypatch, problem, state):
+    """A record whose digest is today's sources' is green exactly when the gate accepts it (the
+    report once compared the digest with the whole provenance and called every record stale)."""
+    from conformance import gate, records
+
+    impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
+    today = gate.current_digest(gate.Target(impl.op, impl.name, impl.sources, None))["digest"]
+    monkeypatch.setattr(records, "load", lambda op, name: {"source_digest": today})
+    monkeypatch.setattr(gate, "record_problem", lambda target, record, current: problem)
+    assert cli.record_states()(impl) == state
+
+
 def test_record_state_is_awaiting_when_listed(monkeypatch):
     monkeypatch.setattr(cli, "awaiting_record", lambda: frozenset({"fake_quant_fp8/triton"}))
     impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
