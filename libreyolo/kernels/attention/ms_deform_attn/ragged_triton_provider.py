@@ -30,7 +30,6 @@ from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classi
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier, once_differentiable
-from libreyolo.kernels.device_zeros import SOURCE as zeros_source
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
@@ -262,7 +261,7 @@ _HERE = Path(__file__).resolve().parent
 #: its own, and the classic kernels whose sampling helpers and limits it reuses.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
                                          "triton_provider.py", "triton_kernels.py")) + (
-    launcher_source, autograd_source, zeros_source)
+    launcher_source, autograd_source)
 
 register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
          accepts=accepts, sources=SOURCES)

@@ -25,8 +25,6 @@ from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier, once_differentiable
-from libreyolo.kernels.device_zeros import SOURCE as zeros_source
-from libreyolo.kernels.device_zeros import zeros_float32
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
@@ -197,12 +195,11 @@ def gradients(launch_for, plan, grad_out, value, sampling_locations, attention_w
     """The three gradients from one launch of a backward kernel (this provider's and the ragged
     one's): ``launch_for(plan, tensors)`` is the plan's kept launch of it.
 
-    ``grad_value`` takes atomic adds (many queries sample one pixel), so it starts at zero: one
-    driver memset (``device_zeros``; autograd runs this on its device thread, where a fill
-    kernel's setup cost more host time than the memset). The kernel stores every location and
-    weight gradient exactly once (each (query, head, level, point) belongs to one program, inside
-    or outside the level), so those two start uninitialized: two fills fewer than ``zeros``."""
-    grad_value = zeros_float32(value)
+    ``grad_value`` takes atomic adds (many queries sample one pixel), so it starts at zero; the
+    kernel stores every location and weight gradient exactly once (each (query, head, level,
+    point) belongs to one program, inside or outside the level), so those two start
+    uninitialized: two fill launches fewer per backward than ``zeros``."""
+    grad_value = value.new_zeros(value.shape, dtype=torch.float32)
     if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
         return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
                 torch.zeros_like(attention_weights))
@@ -277,7 +274,7 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here).
 SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py")) + (
-    launcher_source, autograd_source, zeros_source)
+    launcher_source, autograd_source)
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
          accepts=accepts, sources=SOURCES)
