@@ -6,7 +6,8 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
-#     sweep-fp8 (default: all but hub and the sweeps, in that order)
+#     sweep-fp8 timestamps-msda (default: all but hub, the sweeps and timestamps-msda, in that
+#     order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -160,6 +161,10 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # Deformable DETR's op, built from a source checkout carried in .peers/ (never committed)
         run bench-msda 420 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
             python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
+    timestamps-msda)
+        # the eager forward+backward's host time by segment, ours / the peer / a no-work Function
+        run timestamps-msda 180 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
+            python3 benchmarks/timestamps_ms_deform_attn.py "$OUT/timestamps_ms_deform_attn.md" ;;
     hub)
         hub_build="$OUT/hub-build"
         run hub-install 120 env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-index \

@@ -1,0 +1,46 @@
+"""timestamps_ms_deform_attn.py on the CPU (launches stubbed, as ``test_host_path.py`` stubs
+them): every segment is measured for every step, and every wrapper the tool puts around torch's
+allocations, the Launcher and the autograd Functions is gone afterwards (one left behind would
+slow, or stamp, every later call in the process)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+pytest.importorskip("pytest_benchmark")
+
+from benchmarks import timestamps_ms_deform_attn as tool  # noqa: E402
+from benchmarks.bench_ms_deform_attn import _NoAutogradWork  # noqa: E402
+from benchmarks.test_host_path import launches_stubbed, one_thread  # noqa: E402, F401
+from conformance.ms_deform_attn.cases import load_cases  # noqa: E402
+from libreyolo.kernels import triton_launch  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402
+    _MSDeformAttnFunction,
+)
+
+
+def _wrapped_places() -> tuple:
+    return (torch.Tensor.__dict__.get("new_zeros"), torch.Tensor.__dict__.get("new_empty"),
+            triton_launch.Launcher.__dict__["__call__"],
+            _MSDeformAttnFunction.__dict__["backward"], _NoAutogradWork.__dict__["backward"])
+
+
+def test_every_segment_is_measured_and_every_wrapper_removed(launches_stubbed):  # noqa: F811
+    before = _wrapped_places()
+    case = {c.name: c for c in load_cases()}["levels_1x1"]
+    measured = tool.measure(case, None, steps=3, device="cpu", warmup=1)
+    assert _wrapped_places() == before
+    assert set(measured) == {"ours", "no work"}
+    shared = ["forward (grad mode)", "backward() to the Function's backward",
+              "the Function's backward", "its end to backward() returning"]
+    ours_only = ["  in it: new_zeros", "  in it: new_empty",
+                 "  in it: Launcher (Python, C launch)", "  in it: the rest (our Python)"]
+    assert set(measured["ours"]) == set(shared + ours_only)
+    assert list(measured["no work"]) == shared
+    for rows in measured.values():
+        assert all(len(values) == 3 and min(values) >= 0 for values in rows.values())
+    inside = measured["ours"]["the Function's backward"]
+    parts = [measured["ours"][segment] for segment in ours_only]
+    assert [sum(step) for step in zip(*parts, strict=True)] == pytest.approx(inside)

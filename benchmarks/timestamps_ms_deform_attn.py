@@ -1,0 +1,216 @@
+"""Where an eager forward+backward's host time goes, by timestamps, ours beside the peer's.
+
+    LIBREYOLO_PEER_DEFORMABLE_DETR=/path/to/Deformable-DETR \
+        python benchmarks/timestamps_ms_deform_attn.py OUT.md [--case rt_detr_decoder] [--steps 400]
+
+cProfile (``profile_ms_deform_attn.py``) adds a fixed cost to every Python call and, before
+Python 3.12, does not see autograd's device thread, where a CUDA backward runs. This times the
+same helper-level step as ``bench_ms_deform_attn.py``'s eager rows (a grad-mode forward, then
+``backward()``, the leaves' gradients reset) with clock reads only, for three autograd Functions:
+ours (through ``maybe_ms_deform_attn``), Deformable DETR's op (when the peer is built, as the
+benchmark builds it) and one doing no work (empty outputs and gradients). Segments, each the
+median over the steps (a sync every 20 steps, as a model's queue would drain), µs:
+
+- the forward, on the main thread;
+- from ``backward()``'s call to the Function's backward starting (the engine hands it to its
+  device thread), the Function's backward, and from its end to ``backward()`` returning;
+- inside our backward, the time spent in each torch allocation (``new_zeros``, ``new_empty``)
+  and in our ``Launcher`` (its Python, Triton's C launcher and the driver), the rest being our
+  Python: each wrapped for the run, and only while our backward runs.
+
+A wrapped call costs two clock reads more than it does unwrapped (~0.1 µs). NOTES.md, "MSDA v8",
+has the first table this measured (by an ad-hoc script of the same method). On a CPU it runs under
+``TRITON_INTERPRET=1`` without the peer: the segments exist, the numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import bench_ms_deform_attn as bench  # noqa: E402
+from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
+from libreyolo.kernels import triton_launch  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import triton_provider  # noqa: E402
+
+DEFAULT_CASES = ("rt_detr_decoder", "deformable_detr_decoder")
+SYNC_EVERY = 20
+WARMUP = 50
+_clock = time.perf_counter_ns
+
+
+class _Marks(threading.local):
+    """The timestamps of the step in progress, and whether our backward is running (on
+    whichever thread autograd runs it)."""
+
+    def __init__(self):
+        self.inside = False
+
+
+_marks = _Marks()
+_shared: dict = {}  # written by the backward's thread, read by the main thread after it
+_spent: dict = defaultdict(int)  # ns inside each wrapped call during our backward
+
+
+@contextmanager
+def _timed_backward(function: type[torch.autograd.Function], ours: bool):
+    """``function.backward`` stamped at its start and end (and, for ours, the wrapped calls
+    inside it counted) for the duration."""
+    original = function.__dict__["backward"]
+
+    def stamped(ctx, *grads):
+        _marks.inside = ours
+        _shared["enter"] = _clock()
+        try:
+            return original.__func__(ctx, *grads)
+        finally:
+            _shared["exit"] = _clock()
+            _marks.inside = False
+
+    function.backward = staticmethod(stamped)
+    try:
+        yield
+    finally:
+        function.backward = original
+
+
+def _counted(owner, name: str, label: str):
+    """``owner.name`` replaced by a wrapper adding its time to ``_spent[label]`` while our
+    backward runs; returns a function restoring it."""
+    own = name in owner.__dict__  # else inherited (torch.Tensor's methods are TensorBase's)
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        if not _marks.inside:
+            return original(*args, **kwargs)
+        start = _clock()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _spent[label] += _clock() - start
+
+    setattr(owner, name, wrapper)
+    return (lambda: setattr(owner, name, original)) if own else (lambda: delattr(owner, name))
+
+
+@contextmanager
+def _counting_ours():
+    restores = [_counted(torch.Tensor, "new_zeros", "new_zeros"),
+                _counted(torch.Tensor, "new_empty", "new_empty"),
+                _counted(triton_launch.Launcher, "__call__", "Launcher (Python, C launch)")]
+    try:
+        yield
+    finally:
+        for restore in restores:
+            restore()
+
+
+def _step_segments(fn, inputs, steps: int, warmup: int, ours: bool) -> dict[str, list[float]]:
+    """Per segment, its µs in each step after the warm-up."""
+    value, shapes, locations, weights = inputs
+    leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       device=value.device, dtype=value.dtype)
+    rows: dict[str, list[float]] = defaultdict(list)
+    for i in range(warmup + steps):
+        for leaf in leaves:
+            leaf.grad = None
+        _spent.clear()
+        start = _clock()
+        out = fn(leaves[0], shapes, leaves[1], leaves[2])
+        forward_done = _clock()
+        out.backward(grad)
+        done = _clock()
+        if i % SYNC_EVERY == SYNC_EVERY - 1 and value.is_cuda:
+            torch.cuda.synchronize()
+        if i < warmup:
+            continue
+        inside = _shared["exit"] - _shared["enter"]
+        rows["forward (grad mode)"].append((forward_done - start) / 1e3)
+        rows["backward() to the Function's backward"].append(
+            (_shared["enter"] - forward_done) / 1e3)
+        rows["the Function's backward"].append(inside / 1e3)
+        rows["its end to backward() returning"].append((done - _shared["exit"]) / 1e3)
+        if ours:
+            for label, spent in _spent.items():
+                rows[f"  in it: {label}"].append(spent / 1e3)
+            rows["  in it: the rest (our Python)"].append((inside - sum(_spent.values())) / 1e3)
+    return rows
+
+
+def measure(case, peer, steps: int, device: str,
+            warmup: int = WARMUP) -> dict[str, dict[str, list[float]]]:
+    """Per implementation (ours, peer, no work), its segments on ``case``."""
+    inputs = make_inputs(case, dtype=torch.float32, device=device, seed=0)
+    functions = {"ours": (bench._helper, triton_provider._MSDeformAttnFunction),
+                 "no work": (bench._no_autograd_work, bench._NoAutogradWork)}
+    if peer is not None:
+        functions["peer"] = (bench._peer_function(peer, case.levels), peer.function)
+    out = {}
+    for label, (fn, function) in functions.items():
+        ours = label == "ours"
+        with _timed_backward(function, ours), (_counting_ours() if ours else _nothing()):
+            out[label] = _step_segments(fn, inputs, steps, warmup, ours)
+    return out
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def _cell(values: list[float] | None) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    n = len(ordered)
+    return f"{statistics.median(ordered):.1f} ({ordered[n // 4]:.1f}-{ordered[3 * n // 4]:.1f})"
+
+
+def table(case_name: str, measured: dict) -> str:
+    labels = list(measured)
+    segments = list(dict.fromkeys(s for rows in measured.values() for s in rows))
+    lines = [f"### {case_name}: median µs a step (p25-p75)", "",
+             "| segment | " + " | ".join(labels) + " |",
+             "|---|" + "---|" * len(labels)]
+    for segment in segments:
+        cells = [_cell(measured[label].get(segment)) for label in labels]
+        lines.append(f"| {segment} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--case", action="append", dest="cases")
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
+    args = parser.parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    peer, status = bench.load_peer() if device == "cuda" else (None, "not compared: no GPU")
+    by_name = {case.name: case for case in load_cases()}
+    environment = (f"{torch.cuda.get_device_name() if device == 'cuda' else 'CPU'}, torch "
+                   f"{torch.__version__}, python {sys.version.split()[0]}; peer: {status}")
+    parts = [f"# Timestamps of an eager MSDA forward+backward ({environment})", "",
+             "Generated by benchmarks/timestamps_ms_deform_attn.py (docstring: the segments).", ""]
+    for name in args.cases or DEFAULT_CASES:
+        parts.append(table(name, measure(by_name[name], peer, args.steps, device,
+                                         args.warmup)))
+    text = "\n".join(parts)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
