@@ -117,18 +117,16 @@ class Launcher:
                              f"{self._count}")
         fast = self._fast
         if fast:
-            launcher, head, tail, device, aligned, runtime, driver = fast
+            launcher, head, tail, device, aligned, runtime, current_device, stream = fast
             addresses = list(map(_ADDRESS, tensors))
             if tensors[0].get_device() == device and (
                     not functools.reduce(operator.or_, addresses) & 15 if aligned is None
                     else [not a & 15 for a in addresses] == aligned):
-                active = driver.active
                 enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-                if active.get_current_device() == device and not self._kernel.pre_run_hooks \
+                if current_device() == device and not self._kernel.pre_run_hooks \
                         and not (enter is not None and getattr(enter, "calls", True)) \
                         and not (leave is not None and getattr(leave, "calls", True)):
-                    launcher(*self._grid, active.get_current_stream(device), *head, *addresses,
-                             *tail)
+                    launcher(*self._grid, stream(device), *head, *addresses, *tail)
                     return
         args = (*tensors, *self._fixed)
         launch(self._kernel, self._grid, *args, **self._kwargs)
@@ -141,7 +139,8 @@ class Launcher:
 def _fast_state(kernel, args: tuple, kwargs: dict, count: int):
     """(the launcher to call, its arguments between the stream and the tensors' addresses, the
     kernel's argument values after them, device, the tensors' 16-byte alignment (None: all
-    aligned), Triton's runtime knobs and driver) after a launch; False when relaunching directly
+    aligned), Triton's runtime knobs, and the current device's and stream's readers) after a
+    launch; False when relaunching directly
     is not possible here (the interpreter, non-CUDA tensors, a Triton without these internals);
     None to try again after the next launch (``launch`` took Triton's full path and kept
     nothing: a hook was set)."""
@@ -151,7 +150,8 @@ def _fast_state(kernel, args: tuple, kwargs: dict, count: int):
     if kernel.pre_run_hooks:
         return None
     runtime, driver = _triton()
-    device = driver.active.get_current_device()
+    active = driver.active
+    device = active.get_current_device()
     bound, key = _bind(caches, device, args, kwargs)
     compiled = kernel.__dict__.get("_libreyolo_compiled", {}).get(key)
     if compiled is None:
@@ -163,7 +163,17 @@ def _fast_state(kernel, args: tuple, kwargs: dict, count: int):
     launcher, head = _launcher(compiled)
     # the kept values hold no tensor between calls
     return (launcher, head, tuple(values[count:]), device, None if all(aligned) else aligned,
-            runtime, driver)
+            runtime, _device_reader(active.get_current_device), active.get_current_stream)
+
+
+def _device_reader(get_current_device):
+    """The driver's current-device reader, or torch's C call when that reader is
+    ``torch.cuda.current_device`` (triton 3.6's CUDA driver): after a launch CUDA is initialized,
+    so its lazy-init check (three Python frames, ~1 µs a launch on the H200's host) says
+    nothing new."""
+    read = getattr(torch._C, "_cuda_getDevice", None)
+    return read if read is not None and get_current_device is torch.cuda.current_device \
+        else get_current_device
 
 
 def _launcher(compiled) -> tuple:

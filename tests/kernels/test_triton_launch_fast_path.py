@@ -195,3 +195,16 @@ def test_an_unaligned_tensor_kept_unaligned_still_relaunches_directly(fake):
 def test_a_tensor_after_a_fixed_argument_is_refused_when_the_launcher_is_made():
     with pytest.raises(TypeError, match="tensor arguments must come first"):
         triton_launch.Launcher(_Kernel(), (1,), torch.empty(4), 64, torch.empty(4), BLOCK=8)
+
+
+def test_the_current_device_is_read_by_torchs_c_call_only_where_it_stands_for_torchs(monkeypatch):
+    """A steady call reads the current device through ``torch._C._cuda_getDevice`` when the
+    driver's reader is ``torch.cuda.current_device`` (the same value once CUDA is initialized,
+    without its lazy-init check); any other reader, a stand-in's or another driver's, is kept."""
+    own = lambda: 0  # noqa: E731
+    c_call = lambda: 0  # noqa: E731
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", c_call, raising=False)
+    assert triton_launch._device_reader(torch.cuda.current_device) is c_call
+    assert triton_launch._device_reader(own) is own
+    monkeypatch.delattr(torch._C, "_cuda_getDevice")
+    assert triton_launch._device_reader(torch.cuda.current_device) is torch.cuda.current_device
