@@ -14,9 +14,12 @@ median over the steps (a sync every 20 steps, as a model's queue would drain), Â
 - the forward, on the main thread;
 - from ``backward()``'s call to the Function's backward starting (the engine hands it to its
   device thread), the Function's backward, and from its end to ``backward()`` returning;
-- inside our backward, the time spent in each torch allocation (``new_zeros``, ``new_empty``)
-  and in our ``Launcher`` (its Python, Triton's C launcher and the driver), the rest being our
-  Python: each wrapped for the run, and only while our backward runs.
+- inside our forward and inside our backward, the time spent in each torch allocation
+  (``new_zeros``, ``new_empty``) and in our ``Launcher`` (its Python, Triton's C launcher and the
+  driver), the rest being our Python (in the forward: the registry's dispatch, the plan lookup
+  and the Function's apply too): each wrapped for the run, and counted only while our forward or
+  backward runs. A host-bound call's forward allocates the backward's buffers
+  (``triton_provider.GRADIENTS_IN_FORWARD_BELOW``), so which side pays for them shows here.
 
 A wrapped call costs two clock reads more than it does unwrapped (~0.1 Âµs). NOTES.md, "MSDA v8",
 has the first table this measured (by an ad-hoc script of the same method). On a CPU it runs under
@@ -50,16 +53,19 @@ _clock = time.perf_counter_ns
 
 
 class _Marks(threading.local):
-    """The timestamps of the step in progress, and whether our backward is running (on
-    whichever thread autograd runs it)."""
+    """Which of ours runs on this thread, "forward" or "backward" (autograd runs the backward on
+    its own device thread), or None."""
 
     def __init__(self):
-        self.inside = False
+        self.inside = None
 
 
 _marks = _Marks()
 _shared: dict = {}  # written by the backward's thread, read by the main thread after it
-_spent: dict = defaultdict(int)  # ns inside each wrapped call during our backward
+_spent: dict = defaultdict(int)  # ns inside each wrapped call, by (ours' side, call)
+COUNTED = ("new_zeros", "new_empty", "Launcher (Python, C launch)")
+REST = {"forward": "the rest (dispatch, plan lookup, apply, our Python)",
+        "backward": "the rest (our Python)"}
 
 
 @contextmanager
@@ -69,13 +75,13 @@ def _timed_backward(function: type[torch.autograd.Function], ours: bool):
     original = function.__dict__["backward"]
 
     def stamped(ctx, *grads):
-        _marks.inside = ours
+        _marks.inside = "backward" if ours else None
         _shared["enter"] = _clock()
         try:
             return original.__func__(ctx, *grads)
         finally:
             _shared["exit"] = _clock()
-            _marks.inside = False
+            _marks.inside = None
 
     function.backward = staticmethod(stamped)
     try:
@@ -85,19 +91,20 @@ def _timed_backward(function: type[torch.autograd.Function], ours: bool):
 
 
 def _counted(owner, name: str, label: str):
-    """``owner.name`` replaced by a wrapper adding its time to ``_spent[label]`` while our
-    backward runs; returns a function restoring it."""
+    """``owner.name`` replaced by a wrapper adding its time to ``_spent[(side, label)]`` while
+    our forward or backward runs; returns a function restoring it."""
     own = name in owner.__dict__  # else inherited (torch.Tensor's methods are TensorBase's)
     original = getattr(owner, name)
 
     def wrapper(*args, **kwargs):
-        if not _marks.inside:
+        side = _marks.inside
+        if side is None:
             return original(*args, **kwargs)
         start = _clock()
         try:
             return original(*args, **kwargs)
         finally:
-            _spent[label] += _clock() - start
+            _spent[side, label] += _clock() - start
 
     setattr(owner, name, wrapper)
     return (lambda: setattr(owner, name, original)) if own else (lambda: delattr(owner, name))
@@ -105,9 +112,9 @@ def _counted(owner, name: str, label: str):
 
 @contextmanager
 def _counting_ours():
-    restores = [_counted(torch.Tensor, "new_zeros", "new_zeros"),
-                _counted(torch.Tensor, "new_empty", "new_empty"),
-                _counted(triton_launch.Launcher, "__call__", "Launcher (Python, C launch)")]
+    restores = [_counted(torch.Tensor, "new_zeros", COUNTED[0]),
+                _counted(torch.Tensor, "new_empty", COUNTED[1]),
+                _counted(triton_launch.Launcher, "__call__", COUNTED[2])]
     try:
         yield
     finally:
@@ -126,26 +133,37 @@ def _step_segments(fn, inputs, steps: int, warmup: int, ours: bool) -> dict[str,
         for leaf in leaves:
             leaf.grad = None
         _spent.clear()
+        _marks.inside = "forward" if ours else None
         start = _clock()
         out = fn(leaves[0], shapes, leaves[1], leaves[2])
         forward_done = _clock()
+        _marks.inside = None
         out.backward(grad)
         done = _clock()
         if i % SYNC_EVERY == SYNC_EVERY - 1 and value.is_cuda:
             torch.cuda.synchronize()
         if i < warmup:
             continue
-        inside = _shared["exit"] - _shared["enter"]
-        rows["forward (grad mode)"].append((forward_done - start) / 1e3)
+        inside = {"forward": forward_done - start,
+                  "backward": _shared["exit"] - _shared["enter"]}
+        rows["forward (grad mode)"].append(inside["forward"] / 1e3)
+        if ours:
+            _counted_rows(rows, "forward", inside["forward"])
         rows["backward() to the Function's backward"].append(
             (_shared["enter"] - forward_done) / 1e3)
-        rows["the Function's backward"].append(inside / 1e3)
-        rows["its end to backward() returning"].append((done - _shared["exit"]) / 1e3)
+        rows["the Function's backward"].append(inside["backward"] / 1e3)
         if ours:
-            for label, spent in _spent.items():
-                rows[f"  in it: {label}"].append(spent / 1e3)
-            rows["  in it: the rest (our Python)"].append((inside - sum(_spent.values())) / 1e3)
+            _counted_rows(rows, "backward", inside["backward"])
+        rows["its end to backward() returning"].append((done - _shared["exit"]) / 1e3)
     return rows
+
+
+def _counted_rows(rows: dict, side: str, total: int) -> None:
+    """Rows under ``side`` of ours: each counted call (0 when it made none), and the rest."""
+    spent = [_spent.get((side, label), 0) for label in COUNTED]
+    for label, ns in zip(COUNTED, spent, strict=True):
+        rows[f"  {side}: {label}"].append(ns / 1e3)
+    rows[f"  {side}: {REST[side]}"].append((total - sum(spent)) / 1e3)
 
 
 def measure(case, peer, steps: int, device: str,

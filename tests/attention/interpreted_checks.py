@@ -270,11 +270,70 @@ def split_levels(monkeypatch, split: bool) -> None:
     monkeypatch.setattr(triton_provider, "SPLIT_LEVELS_BELOW", 2**62 if split else 0)
 
 
+def gradients_in_forward(monkeypatch, yes: bool) -> None:
+    """Make every plan's forward allocate the gradient buffers (or leave them to the backward)."""
+    monkeypatch.setattr(triton_provider, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
+
+
+IN_FORWARD = pytest.mark.parametrize("in_forward", [True, False],
+                                     ids=["buffers-from-forward", "buffers-from-backward"])
+
+
+@IN_FORWARD
 @pytest.mark.parametrize("split", [True, False], ids=["levels-split", "levels-joined"])
 def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fresh_plans,
-                                                                split):
+                                                                split, in_forward):
     split_levels(monkeypatch, split)
+    gradients_in_forward(monkeypatch, in_forward)
     assert unstored_gradients(monkeypatch) == []
+
+
+def second_backward_problems() -> list[str]:
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=9)
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(10))
+    return unfilled_buffers.second_backward_problems(
+        lambda v, loc, w: ms_deform_attn_triton(v, shapes, loc, w), (value, locations, weights),
+        grad)
+
+
+@IN_FORWARD
+def test_a_graph_differentiated_twice_gives_equal_gradients_and_keeps_the_first(
+        monkeypatch, fresh_plans, in_forward):
+    gradients_in_forward(monkeypatch, in_forward)
+    assert second_backward_problems() == []
+
+
+def test_the_second_backward_check_catches_buffers_reused(monkeypatch, fresh_plans):
+    """Negative control: the forward's buffers kept for every backward (never handed over)."""
+    gradients_in_forward(monkeypatch, True)
+    handed_over = triton_provider.gradients
+
+    def reusing(launch_for, ctx, grad_out):
+        buffers = ctx.buffers
+        try:
+            return handed_over(launch_for, ctx, grad_out)
+        finally:
+            ctx.buffers = buffers
+
+    monkeypatch.setattr(triton_provider, "gradients", reusing)
+    assert second_backward_problems() == ["value: the first gradient changed",
+                                          "value: the second gradient differs"]
+
+
+def test_buffers_from_the_forward_or_the_backward_give_the_same_gradients(monkeypatch,
+                                                                         fresh_plans):
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=11)
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(12))
+    runs = []
+    for in_forward in (True, False):
+        gradients_in_forward(monkeypatch, in_forward)
+        memo._plans.clear()
+        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
+        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
+        runs.append([leaf.grad for leaf in leaves])
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
 
 
 @pytest.mark.parametrize("split", [True, False], ids=["levels-split", "levels-joined"])

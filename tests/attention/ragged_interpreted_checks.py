@@ -212,9 +212,36 @@ def unstored_gradients(monkeypatch, method) -> list[str]:
         (value, locations, weights), grad)
 
 
+IN_FORWARD = pytest.mark.parametrize("in_forward", [True, False],
+                                     ids=["buffers-from-forward", "buffers-from-backward"])
+
+
+def gradients_in_forward(monkeypatch, yes: bool) -> None:
+    """Make every plan's forward allocate the gradient buffers (or leave them to the backward):
+    the ragged plans follow the classic provider's threshold."""
+    monkeypatch.setattr(classic, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
+
+
+@IN_FORWARD
 @pytest.mark.parametrize("method", ["bilinear", "discrete"])
-def test_the_backward_stores_every_gradient_it_returns(monkeypatch, fresh_plans, method):
+def test_the_backward_stores_every_gradient_it_returns(monkeypatch, fresh_plans, method,
+                                                       in_forward):
+    gradients_in_forward(monkeypatch, in_forward)
     assert unstored_gradients(monkeypatch, method) == []
+
+
+@IN_FORWARD
+@pytest.mark.parametrize("method", ["bilinear", "discrete"])
+def test_a_graph_differentiated_twice_gives_equal_gradients_and_keeps_the_first(
+        monkeypatch, fresh_plans, method, in_forward):
+    gradients_in_forward(monkeypatch, in_forward)
+    value, shapes, locations, weights, points, _ = draw_inputs(
+        {**EVERY_GRADIENT_PARAMS, "method": method}, seed=9)
+    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                       generator=torch.Generator().manual_seed(10))
+    assert unfilled_buffers.second_backward_problems(
+        lambda v, loc, w: KERNEL(v, shapes, loc, w, points, method),
+        (value, locations, weights), grad) == []
 
 
 @pytest.mark.parametrize(("method", "unstored"), [

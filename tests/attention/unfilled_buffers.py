@@ -1,5 +1,6 @@
-"""Shared by the classic and ragged interpreter checks: does a backward store every element of
-the gradient buffers it allocates unfilled (``triton_provider.stored_by_kernel``)?"""
+"""Shared by the classic and ragged interpreter checks of the gradient buffers: does a backward
+store every element of those allocated unfilled (``triton_provider.stored_by_kernel``), and does
+a buffer the forward allocated serve one backward only?"""
 
 from __future__ import annotations
 
@@ -25,3 +26,25 @@ def unstored_gradients(monkeypatch, backward_of, inputs, grad) -> list[str]:
     zeros, nans = runs
     return [name for name in GRADIENTS if zeros[name] is not None
             and not torch.equal(zeros[name], nans[name])]
+
+
+def second_backward_problems(backward_of, inputs, grad) -> list[str]:
+    """What differs when one graph is differentiated twice (``retain_graph``): a gradient of the
+    second backward unequal to the first's, or one of the first's changed by the second. The
+    forward allocates a host-bound call's buffers (``triton_provider.keep_for_backward``); if
+    the second backward reused them, its value gradient would add onto the first's, in the tensor
+    the caller holds. Bit for bit: the interpreter runs the atomic adds in one order."""
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = backward_of(*leaves)
+    first = torch.autograd.grad(out, leaves, grad, retain_graph=True, allow_unused=True)
+    kept = [None if g is None else g.clone() for g in first]
+    second = torch.autograd.grad(out, leaves, grad, allow_unused=True)
+    problems = []
+    for name, was, now, again in zip(GRADIENTS, kept, first, second, strict=True):
+        if was is None:
+            continue
+        if not torch.equal(was, now):
+            problems.append(f"{name}: the first gradient changed")
+        if not torch.equal(was, again):
+            problems.append(f"{name}: the second gradient differs")
+    return problems

@@ -57,6 +57,7 @@ class RaggedPlan(Prepared):
     fwd_grid: tuple[int, int, int]
     bwd_grid: tuple[int, int]
     discrete: bool
+    gradients_in_forward: bool
     launches: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -167,7 +168,8 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights, points_p
     q_blocks = classic._cdiv(len_q, block_q)
     return RaggedPlan(shapes, (len_in, len_q, heads), constants,
                       (q_blocks, batch * heads, classic._cdiv(channels, block_c)),
-                      (q_blocks, batch * heads), method == "discrete")
+                      (q_blocks, batch * heads), method == "discrete",
+                      sampling_locations.numel() // 2 < classic.GRADIENTS_IN_FORWARD_BELOW)
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
@@ -199,14 +201,6 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
     return out
 
 
-def _backward(plan: RaggedPlan, grad_out, value, sampling_locations, attention_weights):
-    """The three gradients, allocated as the classic backward's are (``classic.gradients``). The
-    location gradient is stored once per element in bilinear mode; in discrete mode the kernel
-    leaves it unwritten and the Function returns None for it, so it is never read either way."""
-    return classic.gradients(_backward_launch, plan, grad_out, value, sampling_locations,
-                             attention_weights)
-
-
 def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
     launcher = plan.launches.get("backward")
     if launcher is None:
@@ -218,21 +212,21 @@ def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
 
 
 class _RaggedFunction(torch.autograd.Function):
-    """Autograd wiring: the backward kernel gives all three gradients in one pass; discrete
-    sampling has no location gradient (its pixel is a step function of the location)."""
+    """Autograd wiring: the backward kernel gives all three gradients in one pass, in buffers
+    allocated as the classic provider's are (``classic.gradients``). Discrete sampling has no
+    location gradient (its pixel is a step function of the location): the kernel leaves that
+    buffer unwritten and the backward returns None for it, so it is never read."""
 
     @staticmethod
     def forward(ctx, plan, value, sampling_locations, attention_weights):
-        ctx.plan = plan
-        ctx.save_for_backward(value, sampling_locations, attention_weights)
+        classic.keep_for_backward(ctx, plan, value, sampling_locations, attention_weights)
         return _forward(plan, value, sampling_locations, attention_weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        value, sampling_locations, attention_weights = ctx.saved_tensors
-        grad_value, grad_locations, grad_weights = _backward(
-            ctx.plan, grad_out.contiguous(), value, sampling_locations, attention_weights)
+        grad_value, grad_locations, grad_weights = classic.gradients(_backward_launch, ctx,
+                                                                     grad_out)
         needs = ctx.needs_input_grad
         return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] and not ctx.plan.discrete else None,

@@ -54,6 +54,14 @@ BLOCK_C_MAX = 64
 # went from 95.6 to 67.4 µs forward+backward, D-FINE-N (320) 77.2 to 60.4, RT-DETR (608) 87.2
 # to 76.5; DINO (912) was 1% faster joined, the encoder (17,824) 3%.
 SPLIT_LEVELS_BELOW = 768
+# A call sampling fewer points than this (batch x queries x heads x levels x points) is host-bound
+# in eager mode (a decoder: 38K-230K points; an encoder: millions), so its grad-mode forward
+# allocates the backward's gradient buffers (``gradient_buffers``), on the caller's thread:
+# autograd runs the backward on its own device thread, where each torch allocation cost about
+# twice as much on the H200's host (benchmarks/NOTES.md, "MSDA v8": 48 of the backward's 76 µs
+# on RT-DETR's decoder). They are held from the forward to the backward: a value-sized float32
+# buffer and the location and weight gradients, per call.
+GRADIENTS_IN_FORWARD_BELOW = 2**18
 
 
 def environment_ok() -> bool:
@@ -68,7 +76,8 @@ class LaunchPlan(Prepared):
     launches made for it (kept with the plan, which ``memo`` keeps)."""
 
     __slots__ = ("shapes", "sizes", "constants", "forward_grid", "backward_grid", "split_levels",
-                 "out_shape", "out_empty", "forward_launch", "backward_launch")
+                 "out_shape", "out_empty", "gradients_in_forward", "forward_launch",
+                 "backward_launch")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -85,6 +94,7 @@ class LaunchPlan(Prepared):
         self.backward_grid = (query_blocks, batch * heads, levels if self.split_levels else 1)
         self.out_shape = (batch, len_q, heads * channels)
         self.out_empty = batch * len_q * heads * channels == 0
+        self.gradients_in_forward = sampling_locations.numel() // 2 < GRADIENTS_IN_FORWARD_BELOW
         self.forward_launch = self.backward_launch = None
 
 
@@ -178,11 +188,6 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
     return out
 
 
-def _backward(plan: LaunchPlan, grad_out, value, sampling_locations, attention_weights):
-    return gradients(_backward_launch, plan, grad_out, value, sampling_locations,
-                     attention_weights)
-
-
 def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
     if plan.backward_launch is None:
         plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid,
@@ -191,26 +196,14 @@ def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
     return plan.backward_launch
 
 
-def gradients(launch_for, plan, grad_out, value, sampling_locations, attention_weights):
-    """The three gradients from one launch of a backward kernel (this provider's and the ragged
-    one's): ``launch_for(plan, tensors)`` is the plan's kept launch of it.
-
-    ``grad_value`` takes atomic adds (many queries sample one pixel), so it starts at zero; the
-    kernel stores every location and weight gradient exactly once (each (query, head, level,
-    point) belongs to one program, inside or outside the level), so those two start
-    uninitialized: two fill launches fewer per backward than ``zeros``."""
-    grad_value = value.new_zeros(value.shape, dtype=torch.float32)
-    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
-        return (grad_value.to(value.dtype), torch.zeros_like(sampling_locations),
-                torch.zeros_like(attention_weights))
-    grad_locations = stored_by_kernel(sampling_locations)
-    grad_weights = stored_by_kernel(attention_weights)
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, grad_value,
-               grad_locations, grad_weights)
-    launch_for(plan, tensors)(*tensors)
-    if value.dtype is not torch.float32:
-        grad_value = grad_value.to(value.dtype)
-    return grad_value, grad_locations, grad_weights
+def gradient_buffers(value, sampling_locations, attention_weights) -> tuple:
+    """The backward kernel's three outputs. ``grad_value`` takes atomic adds (many queries sample
+    one pixel), so it starts at zero, in float32; the kernel stores every location and weight
+    gradient exactly once (each (query, head, level, point) belongs to one program, inside or
+    outside the level), so those two start uninitialized: two fill launches fewer than
+    ``zeros``."""
+    return (value.new_zeros(value.shape, dtype=torch.float32),
+            stored_by_kernel(sampling_locations), stored_by_kernel(attention_weights))
 
 
 def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
@@ -219,21 +212,50 @@ def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
     return like.new_empty(like.shape)
 
 
+def keep_for_backward(ctx, plan, value, sampling_locations, attention_weights) -> None:
+    """What an autograd Function's forward (this provider's and the ragged one's) keeps: the
+    plan, the inputs and, for a host-bound call (``plan.gradients_in_forward``), the gradient
+    buffers, allocated here on the caller's thread."""
+    ctx.plan = plan
+    ctx.save_for_backward(value, sampling_locations, attention_weights)
+    ctx.buffers = gradient_buffers(value, sampling_locations, attention_weights) \
+        if plan.gradients_in_forward else None
+
+
+def gradients(launch_for, ctx, grad_out) -> tuple:
+    """The three gradients of the Function whose context is ``ctx``, from one launch of a
+    backward kernel: ``launch_for(plan, tensors)`` is the plan's kept launch of it.
+
+    Buffers the forward allocated serve one backward: a second one (``retain_graph``) allocates
+    its own, since the first's gradients are the caller's and the value gradient must start at
+    zero."""
+    value, sampling_locations, attention_weights = ctx.saved_tensors
+    buffers, ctx.buffers = ctx.buffers, None
+    if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
+        return (torch.zeros_like(value), torch.zeros_like(sampling_locations),
+                torch.zeros_like(attention_weights))
+    grad_value, grad_locations, grad_weights = buffers or gradient_buffers(
+        value, sampling_locations, attention_weights)
+    tensors = (value, ctx.plan.shapes, sampling_locations, attention_weights,
+               grad_out.contiguous(), grad_value, grad_locations, grad_weights)
+    launch_for(ctx.plan, tensors)(*tensors)
+    if value.dtype is not torch.float32:
+        grad_value = grad_value.to(value.dtype)
+    return grad_value, grad_locations, grad_weights
+
+
 class _MSDeformAttnFunction(torch.autograd.Function):
     """Autograd wiring: the backward kernel gives all three gradients in one pass."""
 
     @staticmethod
     def forward(ctx, plan, value, sampling_locations, attention_weights):
-        ctx.plan = plan
-        ctx.save_for_backward(value, sampling_locations, attention_weights)
+        keep_for_backward(ctx, plan, value, sampling_locations, attention_weights)
         return _forward(plan, value, sampling_locations, attention_weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        value, sampling_locations, attention_weights = ctx.saved_tensors
-        grad_value, grad_locations, grad_weights = _backward(
-            ctx.plan, grad_out.contiguous(), value, sampling_locations, attention_weights)
+        grad_value, grad_locations, grad_weights = gradients(_backward_launch, ctx, grad_out)
         needs = ctx.needs_input_grad
         return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] else None, grad_weights if needs[3] else None)
