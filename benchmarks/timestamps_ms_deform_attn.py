@@ -15,10 +15,11 @@ median over the steps (a sync every 20 steps, as a model's queue would drain), Â
 - from ``backward()``'s call to the Function's backward starting (the engine hands it to its
   device thread), the Function's backward, and from its end to ``backward()`` returning;
 - inside our forward and inside our backward, the time spent in each torch allocation
-  (``new_zeros``, ``new_empty``) and in our ``Launcher`` (its Python, Triton's C launcher and the
-  driver), the rest being our Python (in the forward: the registry's dispatch, the plan lookup
-  and the Function's apply too): each wrapped for the run, and counted only while our forward or
-  backward runs. A host-bound call's forward allocates the backward's buffers
+  (``new_zeros``, ``new_empty``, ``torch.empty_like``) and in our ``Launcher`` (its Python,
+  Triton's C launcher and the driver), the rest being our Python (in the forward: the registry's
+  dispatch, the plan lookup and the Function's apply too): each wrapped for the run, and counted
+  only while our forward or backward runs. A host-bound call's forward allocates the backward's
+  buffers and its kernel zeroes the value gradient
   (``triton_provider.GRADIENTS_IN_FORWARD_BELOW``), so which side pays for them shows here.
 
 A wrapped call costs two clock reads more than it does unwrapped (~0.1 Âµs). NOTES.md, "MSDA v8",
@@ -63,7 +64,7 @@ class _Marks(threading.local):
 _marks = _Marks()
 _shared: dict = {}  # written by the backward's thread, read by the main thread after it
 _spent: dict = defaultdict(int)  # ns inside each wrapped call, by (ours' side, call)
-COUNTED = ("new_zeros", "new_empty", "Launcher (Python, C launch)")
+COUNTED = ("new_zeros", "new_empty", "empty_like", "Launcher (Python, C launch)")
 REST = {"forward": "the rest (dispatch, plan lookup, apply, our Python)",
         "backward": "the rest (our Python)"}
 
@@ -114,7 +115,8 @@ def _counted(owner, name: str, label: str):
 def _counting_ours():
     restores = [_counted(torch.Tensor, "new_zeros", COUNTED[0]),
                 _counted(torch.Tensor, "new_empty", COUNTED[1]),
-                _counted(triton_launch.Launcher, "__call__", COUNTED[2])]
+                _counted(torch, "empty_like", COUNTED[2]),
+                _counted(triton_launch.Launcher, "__call__", COUNTED[3])]
     try:
         yield
     finally:

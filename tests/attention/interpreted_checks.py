@@ -253,11 +253,17 @@ def fresh_plans():
     memo._plans.clear()
 
 
-def unstored_gradients(monkeypatch) -> list[str]:
+# A value of 65,536 elements zeroed by the forward's four programs, 16,384 each.
+ZEROING_CASE = Case("value_zeroed_by_four_programs", "test", "small", batch=1,
+                    levels=((32, 64),), heads=1, channels=32, points=2, queries=64)
+
+
+def unstored_gradients(monkeypatch, case=EVERY_GRADIENT_CASE) -> list[str]:
     """``unfilled_buffers.unstored_gradients`` on a case with every kind of sample (two query
-    blocks, samples outside the levels, a NaN location)."""
-    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=5)
-    locations[0, 3, 1, 0, 2, 0] = float("nan")
+    blocks, samples outside the levels, a NaN location), or on ``case``."""
+    value, shapes, locations, weights = make_inputs(case, seed=5)
+    if case is EVERY_GRADIENT_CASE:
+        locations[0, 3, 1, 0, 2, 0] = float("nan")
     grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
                        generator=torch.Generator().manual_seed(6))
     return unfilled_buffers.unstored_gradients(
@@ -286,6 +292,47 @@ def test_the_backward_stores_every_location_and_weight_gradient(monkeypatch, fre
     split_levels(monkeypatch, split)
     gradients_in_forward(monkeypatch, in_forward)
     assert unstored_gradients(monkeypatch) == []
+
+
+def test_the_stored_gradient_check_catches_a_forward_that_does_not_zero(monkeypatch,
+                                                                        fresh_plans):
+    """Negative control: a forward that leaves the value gradient it allocated as it started."""
+    gradients_in_forward(monkeypatch, True)
+    forward = triton_provider._forward
+    monkeypatch.setattr(triton_provider, "_forward",
+                        lambda plan, v, loc, w, grad_value=None: forward(plan, v, loc, w))
+    assert unstored_gradients(monkeypatch) == ["value"]
+
+
+def test_the_forward_zeroes_a_value_gradient_shared_by_several_programs(monkeypatch,
+                                                                      fresh_plans):
+    gradients_in_forward(monkeypatch, True)
+    assert unstored_gradients(monkeypatch, ZEROING_CASE) == []
+
+
+def test_the_stored_gradient_check_catches_zeroing_runs_one_block_short(monkeypatch,
+                                                                       fresh_plans):
+    """Negative control: each program's run of zeros one ``ZERO_BLOCK`` short leaves a gap
+    before the next program's."""
+    gradients_in_forward(monkeypatch, True)
+    zeroing = triton_provider.forward_zeroing
+
+    def short(*args):
+        count, share = zeroing(*args)
+        return count, share - triton_provider.ZERO_BLOCK
+
+    monkeypatch.setattr(triton_provider, "forward_zeroing", short)
+    assert unstored_gradients(monkeypatch, ZEROING_CASE) == ["value"]
+
+
+def test_a_forward_with_few_programs_over_a_large_value_leaves_the_buffers_to_the_backward():
+    """A query or two over a large value: zeroing in the forward would leave a few programs a
+    long serial fill, so the backward allocates (and fills) as before."""
+    small = {"batch": 1, "levels": ((64, 64),), "heads": 1, "channels": 32, "points": 4}
+    few = Case("one_query_large_value", "test", "small", queries=1, **small)
+    many = Case("decoder_like", "test", "small", queries=300, **small)
+    assert accepts(*make_inputs(few, seed=1)).zeroing is None
+    assert accepts(*make_inputs(many, seed=1)).zeroing is not None
 
 
 def second_backward_problems() -> list[str]:

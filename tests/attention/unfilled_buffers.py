@@ -1,6 +1,8 @@
 """Shared by the classic and ragged interpreter checks of the gradient buffers: does a backward
-store every element of those allocated unfilled (``triton_provider.stored_by_kernel``), and does
-a buffer the forward allocated serve one backward only?"""
+store every element of those allocated unfilled (``triton_provider.stored_by_kernel``), does a
+forward zero every element of the value gradient it allocated unfilled
+(``triton_provider.zeroed_by_forward``), and does a buffer the forward allocated serve one
+backward only?"""
 
 from __future__ import annotations
 
@@ -13,13 +15,17 @@ GRADIENTS = ("value", "sampling_locations", "attention_weights")
 
 def unstored_gradients(monkeypatch, backward_of, inputs, grad) -> list[str]:
     """The gradients that differ, bit for bit, between a backward whose unfilled buffers start
-    as NaN and one whose buffers start as zeros: an element the kernel does not store keeps its
-    NaN. ``backward_of(value, locations, weights)`` runs the forward on the given leaves; a
-    gradient that comes back None (discrete sampling's locations) is not compared."""
+    as NaN and one whose buffers start as zeros: an element the kernels do not store (or, for the
+    value gradient, the forward does not zero) keeps its NaN. ``backward_of(value, locations,
+    weights)`` runs the forward on the given leaves; a gradient that comes back None (discrete
+    sampling's locations) is not compared."""
     runs = []
     for fill in (0.0, float("nan")):
         monkeypatch.setattr(triton_provider, "stored_by_kernel",
                             lambda like, fill=fill: torch.full_like(like, fill))
+        monkeypatch.setattr(triton_provider, "zeroed_by_forward",
+                            lambda like, fill=fill: torch.full_like(like, fill,
+                                                                    dtype=torch.float32))
         leaves = [t.detach().clone().requires_grad_() for t in inputs]
         backward_of(*leaves).backward(grad)
         runs.append(dict(zip(GRADIENTS, (leaf.grad for leaf in leaves), strict=True)))

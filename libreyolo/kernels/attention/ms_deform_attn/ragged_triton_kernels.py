@@ -19,9 +19,11 @@ import triton
 import triton.language as tl
 
 from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
+    _ZEROING,
     _bilinear_point_backward,
     _corner_offsets,
     _sample_point,
+    zero_value_gradient,
 )
 
 #: DTYPE constant: which rounding the discrete index arithmetic emulates.
@@ -60,17 +62,21 @@ def _nearest_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask, DTYPE: tl
     return _nearest_axis(u, width, DTYPE), _nearest_axis(v, height, DTYPE), weight
 
 
-@triton.jit(do_not_specialize=_SIZES)
+@triton.jit(do_not_specialize=_SIZES + _ZEROING)
 def ms_deform_attn_ragged_fwd_kernel(
-    value_ptr, shapes_ptr, loc_ptr, attn_ptr, out_ptr,
-    len_in, len_q, heads,
+    value_ptr, shapes_ptr, loc_ptr, attn_ptr, out_ptr, grad_value_ptr,
+    len_in, len_q, heads, zero_count, zero_share,
     C: tl.constexpr, LEVELS: tl.constexpr, COUNTS: tl.constexpr, FIRSTS: tl.constexpr,
     COUNT_BITS: tl.constexpr, TOTAL: tl.constexpr, DISCRETE: tl.constexpr, DTYPE: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr, ZERO_GRAD_VALUE: tl.constexpr,
+    ZERO_BLOCK: tl.constexpr,
 ):
     """Grid: (query blocks, batch * heads, channel blocks). Accumulates in float32, level by
     level, point by point in the locations' order (for discrete sampling: each term one rounded
-    product ``weight * value``, summed in that order)."""
+    product ``weight * value``, summed in that order). ``ZERO_GRAD_VALUE``: as the classic
+    forward's."""
+    if ZERO_GRAD_VALUE:
+        zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
     pid_q = tl.program_id(0)
     pid_bh = tl.program_id(1)
     pid_c = tl.program_id(2)

@@ -57,7 +57,7 @@ class RaggedPlan(Prepared):
     fwd_grid: tuple[int, int, int]
     bwd_grid: tuple[int, int]
     discrete: bool
-    gradients_in_forward: bool
+    zeroing: tuple | None  # classic.forward_zeroing's answer
     launches: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -166,10 +166,11 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights, points_p
                  "DISCRETE": method == "discrete", "DTYPE": DTYPE_CODES[value.dtype],
                  "BLOCK_Q": block_q, "BLOCK_C": block_c}
     q_blocks = classic._cdiv(len_q, block_q)
-    return RaggedPlan(shapes, (len_in, len_q, heads), constants,
-                      (q_blocks, batch * heads, classic._cdiv(channels, block_c)),
+    fwd_grid = (q_blocks, batch * heads, classic._cdiv(channels, block_c))
+    return RaggedPlan(shapes, (len_in, len_q, heads), constants, fwd_grid,
                       (q_blocks, batch * heads), method == "discrete",
-                      sampling_locations.numel() // 2 < classic.GRADIENTS_IN_FORWARD_BELOW)
+                      classic.forward_zeroing(sampling_locations.numel() // 2, value.numel(),
+                                              fwd_grid))
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
@@ -186,17 +187,22 @@ def _kernels():
     return ragged_triton_kernels
 
 
-def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights):
+def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, grad_value=None):
+    """The output; with ``grad_value`` the same launch zeroes it (``classic._forward``)."""
     batch, _, heads, channels = value.shape
     out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
     if out.numel() == 0:
         return out
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
-    launcher = plan.launches.get("forward")
+    zero = grad_value is not None
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
+               grad_value if zero else out)
+    direction = "zeroing forward" if zero else "forward"
+    launcher = plan.launches.get(direction)
     if launcher is None:
-        launcher = plan.launches["forward"] = Launcher(
+        launcher = plan.launches[direction] = Launcher(
             _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
-            **plan.constants, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+            *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
+            ZERO_BLOCK=classic.ZERO_BLOCK, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
     launcher(*tensors)
     return out
 
@@ -219,8 +225,9 @@ class _RaggedFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, plan, value, sampling_locations, attention_weights):
-        classic.keep_for_backward(ctx, plan, value, sampling_locations, attention_weights)
-        return _forward(plan, value, sampling_locations, attention_weights)
+        grad_value = classic.keep_for_backward(ctx, plan, value, sampling_locations,
+                                               attention_weights)
+        return _forward(plan, value, sampling_locations, attention_weights, grad_value)
 
     @staticmethod
     @once_differentiable

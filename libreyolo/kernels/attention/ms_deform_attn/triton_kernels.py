@@ -46,19 +46,47 @@ def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
     return x0f.to(tl.int32), y0f.to(tl.int32), x - x0f, y - y0f, weight
 
 
+@triton.jit
+def zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK: tl.constexpr):
+    """This program's share of the value gradient's ``zero_count`` float32 zeros: a forward that
+    allocated the backward's buffers zeroes it here instead of a fill kernel launched beside it,
+    which cost more host time than the rest of the allocation (benchmarks/NOTES.md, "MSDA v9").
+    The programs, in launch order, each store one contiguous run of ``zero_share`` (a multiple
+    of ``ZERO_BLOCK``, worked out by the provider from the grid's size, which bounds it)."""
+    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1)
+                                                   + tl.num_programs(1) * tl.program_id(2))
+    first = pid.to(tl.int64) * zero_share
+    zeros = tl.zeros((ZERO_BLOCK,), tl.float32)
+    # a while loop: the interpreter (CI) cannot take a ``range`` bounded by a kernel argument
+    # (its scalars are 1-element arrays, which NumPy 2 refuses to read as an index)
+    offset = 0
+    while offset < zero_share:
+        index = first + offset + tl.arange(0, ZERO_BLOCK)
+        tl.store(grad_value_ptr + index, zeros, mask=index < zero_count)
+        offset += ZERO_BLOCK
+
+
 # Sizes are not specialized: one compiled kernel per (dtype, C, levels, points) serves every
 # batch and sequence length (alignment comes from the constexpr C).
 _SIZES = ["len_in", "len_q", "heads"]
 
 
-@triton.jit(do_not_specialize=_SIZES)
+# The forward's zeroing sizes vary with the value's too.
+_ZEROING = ["zero_count", "zero_share"]
+
+
+@triton.jit(do_not_specialize=_SIZES + _ZEROING)
 def ms_deform_attn_fwd_kernel(
-    value_ptr, shapes_ptr, loc_ptr, attn_ptr, out_ptr,
-    len_in, len_q, heads,
+    value_ptr, shapes_ptr, loc_ptr, attn_ptr, out_ptr, grad_value_ptr,
+    len_in, len_q, heads, zero_count, zero_share,
     C: tl.constexpr, LEVELS: tl.constexpr, POINTS: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr, ZERO_GRAD_VALUE: tl.constexpr,
+    ZERO_BLOCK: tl.constexpr,
 ):
-    """Grid: (query blocks, batch * heads, channel blocks)."""
+    """Grid: (query blocks, batch * heads, channel blocks). With ``ZERO_GRAD_VALUE`` the programs
+    also zero ``grad_value`` (``zero_value_gradient``); without, it is never touched."""
+    if ZERO_GRAD_VALUE:
+        zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
     pid_q = tl.program_id(0)
     pid_bh = tl.program_id(1)
     pid_c = tl.program_id(2)

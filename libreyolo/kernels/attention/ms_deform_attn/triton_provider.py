@@ -55,13 +55,30 @@ BLOCK_C_MAX = 64
 # to 76.5; DINO (912) was 1% faster joined, the encoder (17,824) 3%.
 SPLIT_LEVELS_BELOW = 768
 # A call sampling fewer points than this (batch x queries x heads x levels x points) is host-bound
-# in eager mode (a decoder: 38K-230K points; an encoder: millions), so its grad-mode forward
-# allocates the backward's gradient buffers (``gradient_buffers``), on the caller's thread:
-# autograd runs the backward on its own device thread, where each torch allocation cost about
-# twice as much on the H200's host (benchmarks/NOTES.md, "MSDA v8": 48 of the backward's 76 µs
-# on RT-DETR's decoder). They are held from the forward to the backward: a value-sized float32
-# buffer and the location and weight gradients, per call.
+# in eager mode (a decoder: 9.6K-230K points; an encoder: millions), so its grad-mode forward
+# allocates the backward's gradient buffers and its kernel zeroes the value gradient
+# (``forward_zeroing``): the backward then allocates and fills nothing. On the H200's host
+# each torch call costs ~10 µs, and the value gradient's ``new_zeros`` (an allocation and a fill
+# launch) 30-40 (benchmarks/NOTES.md, "MSDA v8" and "MSDA v9"). The buffers are held from the
+# forward to the backward: a value-sized float32 buffer and the location and weight gradients.
 GRADIENTS_IN_FORWARD_BELOW = 2**18
+# ... and when each forward program zeroes at most this many float32 (a query or two over a large
+# value would leave a handful of programs a long serial fill), ZERO_BLOCK at a time (4 warps: 8 a
+# thread).
+ZEROS_PER_PROGRAM_MAX = 2**16
+ZERO_BLOCK = 1024
+
+
+def forward_zeroing(points: int, value_elements: int, forward_grid: tuple) -> tuple | None:
+    """``(zero_count, zero_share)`` of the forward kernel's ``zero_value_gradient`` (the value
+    gradient's elements, and how many each program zeroes) when a grad-mode forward allocates
+    the backward's buffers and zeroes the value gradient, else None (this provider's plans and
+    the ragged one's): see ``GRADIENTS_IN_FORWARD_BELOW``."""
+    programs = max(1, forward_grid[0] * forward_grid[1] * forward_grid[2])
+    share = _cdiv(_cdiv(value_elements, programs), ZERO_BLOCK) * ZERO_BLOCK
+    if points >= GRADIENTS_IN_FORWARD_BELOW or share > ZEROS_PER_PROGRAM_MAX:
+        return None
+    return value_elements, share
 
 
 def environment_ok() -> bool:
@@ -76,7 +93,7 @@ class LaunchPlan(Prepared):
     launches made for it (kept with the plan, which ``memo`` keeps)."""
 
     __slots__ = ("shapes", "sizes", "constants", "forward_grid", "backward_grid", "split_levels",
-                 "out_shape", "out_empty", "gradients_in_forward", "forward_launch",
+                 "out_shape", "out_empty", "zeroing", "forward_launch", "zeroing_launch",
                  "backward_launch")
 
     def __init__(self, shapes, value, sampling_locations):
@@ -94,8 +111,9 @@ class LaunchPlan(Prepared):
         self.backward_grid = (query_blocks, batch * heads, levels if self.split_levels else 1)
         self.out_shape = (batch, len_q, heads * channels)
         self.out_empty = batch * len_q * heads * channels == 0
-        self.gradients_in_forward = sampling_locations.numel() // 2 < GRADIENTS_IN_FORWARD_BELOW
-        self.forward_launch = self.backward_launch = None
+        self.zeroing = forward_zeroing(sampling_locations.numel() // 2, value.numel(),
+                                       self.forward_grid)
+        self.forward_launch = self.zeroing_launch = self.backward_launch = None
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -175,17 +193,31 @@ def _cdiv(n: int, block: int) -> int:
     return -(-n // block)
 
 
-def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights):
+def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights, grad_value=None):
+    """The output; with ``grad_value`` (a float32 buffer shaped like ``value``) the same launch
+    zeroes it for the backward."""
     out = value.new_empty(plan.out_shape)
     if plan.out_empty:
         return out
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, out)
-    if plan.forward_launch is None:
-        plan.forward_launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, plan.forward_grid,
-                                       *tensors, *plan.sizes, **plan.constants,
-                                       num_warps=NUM_WARPS)
-    plan.forward_launch(*tensors)
+    if grad_value is None:  # the sixth tensor is not touched: the kernel's ZERO_GRAD_VALUE is off
+        tensors = (value, plan.shapes, sampling_locations, attention_weights, out, out)
+        launch = plan.forward_launch or _forward_launch(plan, tensors, zero=False)
+    else:
+        tensors = (value, plan.shapes, sampling_locations, attention_weights, out, grad_value)
+        launch = plan.zeroing_launch or _forward_launch(plan, tensors, zero=True)
+    launch(*tensors)
     return out
+
+
+def _forward_launch(plan: LaunchPlan, tensors: tuple, zero: bool) -> Launcher:
+    launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, plan.forward_grid, *tensors,
+                      *plan.sizes, *(plan.zeroing if zero else (0, 0)), **plan.constants,
+                      ZERO_GRAD_VALUE=zero, ZERO_BLOCK=ZERO_BLOCK, num_warps=NUM_WARPS)
+    if zero:
+        plan.zeroing_launch = launch
+    else:
+        plan.forward_launch = launch
+    return launch
 
 
 def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
@@ -196,30 +228,42 @@ def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
     return plan.backward_launch
 
 
-def gradient_buffers(value, sampling_locations, attention_weights) -> tuple:
+def gradient_buffers(value, sampling_locations, attention_weights, *, zeroed: bool) -> tuple:
     """The backward kernel's three outputs. ``grad_value`` takes atomic adds (many queries sample
-    one pixel), so it starts at zero, in float32; the kernel stores every location and weight
-    gradient exactly once (each (query, head, level, point) belongs to one program, inside or
-    outside the level), so those two start uninitialized: two fill launches fewer than
+    one pixel), so it must start at zero, in float32: ``zeroed`` fills it here, else the forward
+    kernel that gets it zeroes it (``zeroed_by_forward``). The kernel stores every location and
+    weight gradient exactly once (each (query, head, level, point) belongs to one program, inside
+    or outside the level), so those two start uninitialized: two fill launches fewer than
     ``zeros``."""
-    return (value.new_zeros(value.shape, dtype=torch.float32),
-            stored_by_kernel(sampling_locations), stored_by_kernel(attention_weights))
+    grad_value = value.new_zeros(value.shape, dtype=torch.float32) if zeroed \
+        else zeroed_by_forward(value)
+    return grad_value, stored_by_kernel(sampling_locations), stored_by_kernel(attention_weights)
+
+
+def zeroed_by_forward(value: torch.Tensor) -> torch.Tensor:
+    """A float32 buffer shaped like ``value`` that the forward kernel zeroes (``ZERO_GRAD_VALUE``),
+    allocated without a fill (the interpreter tests fill it with NaN instead, to prove it)."""
+    return torch.empty_like(value, dtype=torch.float32)
 
 
 def stored_by_kernel(like: torch.Tensor) -> torch.Tensor:
     """A contiguous buffer shaped like ``like`` whose every element the backward kernel stores:
     allocated without a fill (the interpreter tests fill it with NaN instead, to prove it)."""
-    return like.new_empty(like.shape)
+    return torch.empty_like(like)
 
 
-def keep_for_backward(ctx, plan, value, sampling_locations, attention_weights) -> None:
+def keep_for_backward(ctx, plan, value, sampling_locations, attention_weights):
     """What an autograd Function's forward (this provider's and the ragged one's) keeps: the
-    plan, the inputs and, for a host-bound call (``plan.gradients_in_forward``), the gradient
-    buffers, allocated here on the caller's thread."""
+    plan, the inputs and, for a host-bound call (``plan.zeroing``), the gradient buffers,
+    allocated here. Returns the value gradient's buffer, which the forward's launch must zero,
+    or None."""
     ctx.plan = plan
     ctx.save_for_backward(value, sampling_locations, attention_weights)
-    ctx.buffers = gradient_buffers(value, sampling_locations, attention_weights) \
-        if plan.gradients_in_forward else None
+    if plan.zeroing is None:
+        ctx.buffers = None
+        return None
+    ctx.buffers = gradient_buffers(value, sampling_locations, attention_weights, zeroed=False)
+    return ctx.buffers[0]
 
 
 def gradients(launch_for, ctx, grad_out) -> tuple:
@@ -235,7 +279,7 @@ def gradients(launch_for, ctx, grad_out) -> tuple:
         return (torch.zeros_like(value), torch.zeros_like(sampling_locations),
                 torch.zeros_like(attention_weights))
     grad_value, grad_locations, grad_weights = buffers or gradient_buffers(
-        value, sampling_locations, attention_weights)
+        value, sampling_locations, attention_weights, zeroed=True)
     tensors = (value, ctx.plan.shapes, sampling_locations, attention_weights,
                grad_out.contiguous(), grad_value, grad_locations, grad_weights)
     launch_for(ctx.plan, tensors)(*tensors)
@@ -249,8 +293,8 @@ class _MSDeformAttnFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, plan, value, sampling_locations, attention_weights):
-        keep_for_backward(ctx, plan, value, sampling_locations, attention_weights)
-        return _forward(plan, value, sampling_locations, attention_weights)
+        grad_value = keep_for_backward(ctx, plan, value, sampling_locations, attention_weights)
+        return _forward(plan, value, sampling_locations, attention_weights, grad_value)
 
     @staticmethod
     @once_differentiable
