@@ -368,18 +368,25 @@ def test_the_second_backward_check_catches_buffers_reused(monkeypatch, fresh_pla
                                           "value: the second gradient differs"]
 
 
-def test_buffers_from_the_forward_or_the_backward_give_the_same_gradients(monkeypatch,
-                                                                         fresh_plans):
-    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=11)
+def gradients_each_way(monkeypatch, configure, seed: int) -> list[list[torch.Tensor]]:
+    """The three gradients of one input, planned afresh under ``configure(monkeypatch, True)``
+    and then under ``configure(monkeypatch, False)``."""
+    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=seed)
     grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
-                       generator=torch.Generator().manual_seed(12))
+                       generator=torch.Generator().manual_seed(seed + 1))
     runs = []
-    for in_forward in (True, False):
-        gradients_in_forward(monkeypatch, in_forward)
+    for yes in (True, False):
+        configure(monkeypatch, yes)
         memo._plans.clear()
         leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
         ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
         runs.append([leaf.grad for leaf in leaves])
+    return runs
+
+
+def test_buffers_from_the_forward_or_the_backward_give_the_same_gradients(monkeypatch,
+                                                                         fresh_plans):
+    runs = gradients_each_way(monkeypatch, gradients_in_forward, seed=11)
     assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
 
 
@@ -416,16 +423,7 @@ def test_the_stored_gradient_check_catches_a_split_launch_that_skips_a_level(mon
 def test_levels_split_or_joined_give_the_same_point_gradients(monkeypatch, fresh_plans):
     """One level a program or all in one: each location and weight gradient is the same sum
     over channels (bit for bit); the value gradient's atomic adds only change order."""
-    value, shapes, locations, weights = make_inputs(EVERY_GRADIENT_CASE, seed=7)
-    grad = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
-                       generator=torch.Generator().manual_seed(8))
-    runs = []
-    for split in (True, False):
-        split_levels(monkeypatch, split)
-        memo._plans.clear()
-        leaves = [t.detach().clone().requires_grad_() for t in (value, locations, weights)]
-        ms_deform_attn_triton(leaves[0], shapes, leaves[1], leaves[2]).backward(grad)
-        runs.append([leaf.grad for leaf in leaves])
+    runs = gradients_each_way(monkeypatch, split_levels, seed=7)
     (value_split, *points_split), (value_joined, *points_joined) = runs
     assert all(torch.equal(a, b) for a, b in zip(points_split, points_joined, strict=True))
     torch.testing.assert_close(value_split, value_joined, rtol=1e-6, atol=1e-6)
