@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -179,14 +179,9 @@ def measure(case, peer, steps: int, device: str,
     out = {}
     for label, (fn, function) in functions.items():
         ours = label == "ours"
-        with _timed_backward(function, ours), (_counting_ours() if ours else _nothing()):
+        with _timed_backward(function, ours), (_counting_ours() if ours else nullcontext()):
             out[label] = _step_segments(fn, inputs, steps, warmup, ours)
     return out
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def _cell(values: list[float] | None) -> str:
