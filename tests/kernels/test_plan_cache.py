@@ -64,6 +64,21 @@ def test_an_argument_of_another_type_is_checked_again_even_if_it_compares_equal(
         fq.prepare("fake_quant_int8_per_channel", x, torch.ones(4), False)
 
 
+def test_a_keyword_of_another_type_is_checked_again_even_if_it_compares_equal(planned):
+    x, scale = torch.randn(4, 8), torch.ones(4)
+    fq.prepare("fake_quant_fp8", x, scale, fmt="e4m3", axis=0)
+    with pytest.raises(TypeError, match="axis must be an int"):
+        fq.prepare("fake_quant_fp8", x, scale, fmt="e4m3", axis=False)
+
+
+def test_a_scale_given_by_keyword_and_changed_in_place_is_validated_again(planned):
+    x, scale = torch.randn(4, 8), torch.tensor(0.5)
+    fq.prepare("fake_quant_fp8", x, scale=scale, fmt="e4m3")
+    scale.fill_(float("nan"))
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        fq.prepare("fake_quant_fp8", x, scale=scale, fmt="e4m3")
+
+
 def test_a_scale_changed_in_place_is_validated_again(planned):
     x, scale = torch.randn(4, 8), torch.tensor(0.5)
     fq.prepare("fake_quant_fp8", x, scale)

@@ -313,7 +313,11 @@ def static_decline(plan: Plan) -> str | None:
 MAX_CACHED = 4096
 _CACHE = PlanCache(MAX_CACHED)
 _ROLES = ("x", "scale", "tensor_amax")
-_Tensor = torch.Tensor
+#: ``isinstance(a, torch.Tensor)`` as one C function, for ``filter``: no Python frame per argument
+_is_tensor = torch.Tensor.__instancecheck__
+#: Keyword values a key holds as they are, beside their types (what ``describe`` gives them,
+#: without a Python call each): hashable, compared by value, and never holding a tensor.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def prepare(slot: str, *args, **kwargs) -> Plan | str:
@@ -322,17 +326,21 @@ def prepare(slot: str, *args, **kwargs) -> Plan | str:
     module docstring); graph capture is checked every call, after the arguments.
 
     The key holds ``TRITON_INTERPRET`` as set (the static decline depends on it: equal values,
-    equal decisions) and no keyword part when there are no keywords, the common call."""
+    equal decisions), and keywords only when there are some: plain values (``fmt``, ``axis``) as
+    they are with their types, others described. On the H200 a call with keywords took ~3 µs
+    more than one without (``benchmarks/NOTES.md``, "Host path v8")."""
     if is_capturing():
         PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
         return CAPTURE_REASON
+    key = (slot, raw_values()[2], *map(describe, args))
+    watched = tuple(filter(_is_tensor, args[1:]))
     if kwargs:
-        key = (slot, raw_values()[2], *map(describe, args), *kwargs,
-               *map(describe, kwargs.values()))
-        watched = tuple(a for a in (*args[1:], *kwargs.values()) if isinstance(a, _Tensor))
-    else:
-        key = (slot, raw_values()[2], *map(describe, args))
-        watched = tuple(a for a in args[1:] if isinstance(a, _Tensor)) if len(args) > 1 else ()
+        values = kwargs.values()
+        if _PLAIN.issuperset(map(type, values)):
+            key = (*key, *kwargs.items(), *map(type, values))
+        else:
+            key = (*key, *kwargs, *map(describe, values))
+            watched = (*watched, *filter(_is_tensor, values))
     kept = _CACHE.get(key, watched)
     if kept is not None:
         return kept[1](args, kwargs)
