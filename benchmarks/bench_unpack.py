@@ -21,7 +21,10 @@ elements (65536 x 4096):
 5. measures the host time of one slot call (``ops.unpack_*``: accepts, plan, launch) back to
    back on the 4096x4096 weight, median of ``--host-calls`` calls, the GPU kept busy by nothing
    else.
-Raw results go to the JSON path; a markdown table goes to stdout.
+Raw results go to the JSON path (its environment says the kernel configuration and
+``bf16_rounding``); a markdown table goes to stdout. ``--bf16-rounding integer`` times the
+bfloat16 rows with the kernel's integer emulation of ``cvt.rn.bf16x2.f32`` instead of the
+instruction (``unpack_plan.BF16_ROUNDING``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from bench_fake_quant import (
 from bench_fake_quant import environment as fake_quant_environment
 
 from libreyolo.kernels import ops
-from libreyolo.kernels.quant.execute import unpack_tiles
+from libreyolo.kernels.quant.execute import unpack_plan, unpack_tiles
 from libreyolo.kernels.quant.execute.unpack_launch import run
 from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, UnpackPlan
 from libreyolo.quant import packing as reference
@@ -192,10 +195,15 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--formats", nargs="+", default=[f[0] for f in FORMATS],
                         choices=[f[0] for f in FORMATS])
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
     # a sweep: one configuration for every row instead of unpack_tiles.toml's, set before
     # anything is planned, so kept plans all have it
     parser.add_argument("--tile-bytes", type=int, help="every row's output bytes per program")
     parser.add_argument("--num-warps", type=int, help="every row's warps per program")
+    # how the compiled kernel rounds bfloat16 outputs (unpack_plan.BF16_ROUNDING), set before
+    # anything is planned: the shipped cvt.rn.bf16x2.f32 or its integer emulation
+    parser.add_argument("--bf16-rounding", default=unpack_plan.BF16_ROUNDING,
+                        choices=unpack_plan.BF16_ROUNDINGS)
     parser.add_argument("--checked-rows", type=int, default=CHECKED_ROWS,
                         help="rows checked bit for bit against the CPU reference")
     parser.add_argument("--compile-only", action="store_true",
@@ -209,11 +217,12 @@ def main() -> None:
         unpack_tiles.TILES = {key: unpack_tiles.row_config(
             f"the sweep's options for [{key[0]}.{key[1]}]", {**asdict(row), **overrides})
             for key, row in unpack_tiles.TILES.items()}
+    unpack_plan.BF16_ROUNDING = options.bf16_rounding
     if not torch.cuda.is_available():
         raise SystemExit("bench_unpack.py needs a CUDA device")
     gen = torch.Generator(device="cuda").manual_seed(0)
     formats = [f for f in FORMATS if f[0] in options.formats]
-    keys = [(f, d, s) for s in options.sizes for f in formats for d in DTYPES]
+    keys = [(f, d, s) for s in options.sizes for f in formats for d in options.dtypes]
     if options.compile_only:
         for (_, slot, pack_args), d, s in keys:
             run(PLANNERS[slot](*packed_arguments(slot, pack_args, SIZES[s], gen), dtype=DTYPES[d]))
@@ -226,6 +235,7 @@ def main() -> None:
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     env = {key: value for key, value in fake_quant_environment().items() if key != "kernel_config"}
     env["kernel_config"] = {"overrides": overrides} if overrides else "unpack_tiles.toml"
+    env["bf16_rounding"] = unpack_plan.BF16_ROUNDING
     with open(options.out, "w") as f:
         json.dump({"environment": env, "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(table(rows))

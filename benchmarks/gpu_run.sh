@@ -23,6 +23,14 @@
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json). HUB_STEPS (default
 #     "tests matrix bench") picks which of the last three run after the install and build.
 #     Carry .whl and .peers/kernels-community with the checkout.
+#   sweep-unpack: bench_unpack.py at 4096x4096, one process per kernel configuration: tile bytes
+#     (SWEEP_TILES, default "16384 8192 32768") x warps (SWEEP_WARPS, default "8 4") x bfloat16
+#     rounding (SWEEP_BF16: "hardware", the shipped cvt.rn.bf16x2.f32, and/or "integer", its
+#     emulation; default "hardware"); "shipped" as the tiles or warps keeps unpack_tiles.toml's.
+#     SWEEP_ARGS: more bench_unpack.py options for every run (e.g. "--dtypes bfloat16", or
+#     "--rounds 3" with SWEEP_RUN_LIMIT, each run's seconds, default 40). Bfloat16 rounding on
+#     the shipped tiles: SWEEP_TILES=shipped SWEEP_WARPS=shipped SWEEP_BF16="hardware integer"
+#     SWEEP_ARGS="--dtypes bfloat16".
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
 #     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
 #     tile shape, division and E4M3 conversion (benchmarks/sweep_fp8_prologue.py).
@@ -109,20 +117,27 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
             "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
-        # v4: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
-        # (tile bytes x warps; SWEEP_TILES, SWEEP_WARPS), each in its own process (plans are
-        # kept per process), the likeliest first (a run cut by BUDGET keeps what it measured). The processes first compile in parallel (--compile-only fills
-        # Triton's cache), then run one after the other on the quiet GPU; sweep_unpack_tiles.py
-        # gathers them into one JSON (a call returns at most 8 files) and prints the picks.
+        # v5: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
+        # (tile bytes x warps x bfloat16 rounding: SWEEP_TILES, SWEEP_WARPS, SWEEP_BF16; see the
+        # usage), each in its own process (plans are kept per process), the likeliest first (a
+        # run cut by BUDGET keeps what it measured). The processes first compile in parallel
+        # (--compile-only fills Triton's cache), then run one after the other on the quiet GPU;
+        # sweep_unpack_tiles.py gathers them into one JSON (a call returns at most 8 files) and
+        # prints the picks (among runs of the shipped rounding).
         sweep="$OUT/sweep-unpack"
         mkdir -p "$sweep"
         configs=()
-        for warps in ${SWEEP_WARPS:-8 4}; do for tile in ${SWEEP_TILES:-16384 8192 32768}; do
-            configs+=("$tile $warps")
+        for rounding in ${SWEEP_BF16:-hardware}; do for warps in ${SWEEP_WARPS:-8 4}; do
+            for tile in ${SWEEP_TILES:-16384 8192 32768}; do
+                configs+=("$tile $warps $rounding")
+            done
         done; done
-        sweep_args() {  # args: the bench_unpack.py options of the configuration "TILE WARPS"
-            read -r tile warps <<<"$1"
-            args=(--sizes 4096x4096 --tile-bytes "$tile" --num-warps "$warps")
+        sweep_args() {  # args: the bench_unpack.py options of the configuration "TILE WARPS BF16"
+            read -r tile warps rounding <<<"$1"
+            args=(--sizes 4096x4096 --bf16-rounding "$rounding")
+            [ "$tile" != shipped ] && args+=(--tile-bytes "$tile")
+            [ "$warps" != shipped ] && args+=(--num-warps "$warps")
+            args+=(${SWEEP_ARGS:-})
         }
         limit=$((BUDGET - SECONDS - 10)); ((limit > 100)) && limit=100
         start=$SECONDS
@@ -137,11 +152,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             sweep-unpack-compile "$((SECONDS - start))" "$limit" "${#configs[@]}")")
         for config in "${configs[@]}"; do
             sweep_args "$config"
-            run "sweep-unpack-${config// /-}" 40 env LIBREYOLO_KERNELS=triton python3 \
-                benchmarks/bench_unpack.py "$sweep/${config// /-}.json" --rounds 1 \
-                --repeats 50 --host-calls 100 --checked-rows 512 "${args[@]}"
+            run "sweep-unpack-${config// /-}" "${SWEEP_RUN_LIMIT:-40}" \
+                env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
+                "$sweep/${config// /-}.json" --rounds 1 --repeats 50 --host-calls 100 \
+                --checked-rows 512 "${args[@]}"
         done
-        python3 benchmarks/sweep_unpack_tiles.py "$OUT/unpack_tile_sweep_v4.json" \
+        python3 benchmarks/sweep_unpack_tiles.py "$OUT/unpack_tile_sweep_v5.json" \
             "$sweep"/*.json >"$LOGS/sweep-unpack-gather.log" 2>&1
         cat "$LOGS/sweep-unpack-gather.log"
         tar czf "$OUT/sweep_unpack_runs.tgz" -C "$OUT" sweep-unpack && rm -rf "$sweep" ;;

@@ -138,3 +138,35 @@ def test_the_plan_cache_is_bounded(monkeypatch):
         PLANNERS["unpack_mxfp8"](torch.zeros(rows, 32, dtype=torch.float8_e4m3fn),
                                  torch.zeros(rows, 1, dtype=torch.uint8))
     assert 0 < len(unpack_plan._CACHE) <= 2
+
+
+@pytest.mark.parametrize("rounding", [*unpack_plan.BF16_ROUNDINGS, "fast"])
+def test_the_bfloat16_rounding_switch_reaches_the_kernel_arguments_of_bfloat16_plans(
+        rounding, monkeypatch):
+    """``BF16_ROUNDING`` (``bench_unpack.py --bf16-rounding``) decides the kernel's last
+    argument, ``HARDWARE_BF16``: True only for bfloat16 outputs of the compiled kernel under
+    ``"hardware"`` (float32 and float16 plans pass False: their kernels do not convert to
+    bfloat16); an unknown value is an error naming the choices, not a silent default."""
+    monkeypatch.setattr(unpack_plan, "BF16_ROUNDING", rounding)
+    monkeypatch.setattr(unpack_plan, "_CACHE", unpack_plan.PlanCache(8))
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        if rounding not in unpack_plan.BF16_ROUNDINGS:
+            with pytest.raises(ValueError, match="BF16_ROUNDING must be one of"):
+                PLANNERS["unpack_mxfp8"](*mx_table("unpack_mxfp8"), dtype=dtype)
+            continue
+        plan = PLANNERS["unpack_mxfp8"](*mx_table("unpack_mxfp8"), dtype=dtype)
+        hardware = dtype == torch.bfloat16 and rounding == "hardware" and not interpreting()
+        assert plan.work.kernel_args[-1] is hardware, (dtype, plan.work.kernel_args)
+
+
+@pytest.mark.parametrize("capability, dtype, viewed", [
+    ((8, 0), torch.float8_e4m3fn, True), ((8, 9), torch.float8_e4m3fn, False),
+    ((9, 0), torch.float8_e4m3fn, False), ((8, 0), torch.uint8, False)])
+def test_float8_tensors_are_viewed_as_bytes_only_where_triton_takes_no_float8_pointer(
+        monkeypatch, capability, dtype, viewed):
+    """An A100 (sm_80) cannot compile the kernel with a float8 pointer argument: its calls pass
+    uint8 views; an H200 reads the float8 tensors itself, without a view per call."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    tensors = (torch.zeros(4, dtype=torch.uint8).view(dtype), torch.zeros(4, dtype=torch.uint8))
+    assert unpack_plan.byte_views(tensors, torch.device("cuda", 0)) is viewed
+    assert unpack_plan.byte_views(tensors, torch.device("cpu")) is False

@@ -17,6 +17,8 @@ from quant_check_device import DEVICE, INTERPRETING, MARKS
 
 pytestmark = MARKS
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from unpack_inputs import (  # noqa: E402
     DTYPES,
@@ -30,7 +32,7 @@ from conformance.golden import regenerate  # noqa: E402
 from conformance.layouts import bits  # noqa: E402
 from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.prepared import Prepared  # noqa: E402
-from libreyolo.kernels.quant.execute import unpack_plan, unpack_tiles  # noqa: E402
+from libreyolo.kernels.quant.execute import unpack_kernels, unpack_plan, unpack_tiles  # noqa: E402
 from libreyolo.kernels.quant.execute.unpack_plan import UnpackPlan  # noqa: E402
 from libreyolo.quant import packing as reference  # noqa: E402
 
@@ -95,6 +97,73 @@ def test_the_golden_packed_bytes_unpack_to_the_golden_floats(case):
     assert_same_bits(got.cpu(), want)
 
 
+@triton.jit
+def _convert_pairs(high_ptr, low_ptr, pair_ptr, fixed_ptr, n, HARDWARE_BF16: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    """The kernel's bfloat16 pair conversion alone: ``_bf16x2`` and ``_bf16_nan`` on float32s."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = i < n
+    pair = unpack_kernels._bf16x2(tl.load(high_ptr + i, mask=valid, other=0.0),
+                                  tl.load(low_ptr + i, mask=valid, other=0.0), HARDWARE_BF16)
+    tl.store(pair_ptr + i, pair, mask=valid)
+    tl.store(fixed_ptr + i, unpack_kernels._bf16_nan(pair), mask=valid)
+
+
+def _cvt_rn_bf16(bits: torch.Tensor) -> torch.Tensor:
+    """What PTX ``cvt.rn.bf16x2.f32`` writes for one float32 (int64 bits 0..2^32-1): round to
+    nearest even at bit 16, subnormals kept, overflow to infinity, NaN as the canonical 0x7FFF."""
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 & 0xFFFF
+    return torch.where((bits & 0x7FFFFFFF) > 0x7F800000, 0x7FFF, rounded)
+
+
+def test_bfloat16_pairs_convert_as_cvt_rn_bf16x2_f32_and_the_fix_writes_the_reference_nan():
+    """Every float32 upper half with low halves at the rounding edges (0, 1, a tie, past a tie,
+    all ones): NaN of every sign and payload, infinities, subnormals, ties, overflow. The pair
+    the kernel converts (the instruction compiled, its emulation interpreted) equals the
+    instruction's documented rounding with NaN as 0x7FFF (on the GPU this pins the hardware's
+    NaN, which the PTX ISA leaves unstated), and after ``_bf16_nan`` equals torch's CPU
+    conversion, the reference's (NaN as 0xFFFF)."""
+    upper = torch.arange(1 << 16, dtype=torch.int64)[:, None] << 16
+    low = torch.tensor([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=torch.int64)
+    high_bits = (upper | low).flatten()
+    low_bits = high_bits.roll(12345)  # every value meets others, NaN beside non-NaN included
+    as_float = [b.to(torch.int32).view(torch.float32) for b in (high_bits, low_bits)]
+    n, block = high_bits.numel(), 65536 if INTERPRETING else 1024  # few interpreted programs
+    pair, fixed = (torch.empty(n, dtype=torch.int32, device=DEVICE) for _ in range(2))
+    _convert_pairs[(triton.cdiv(n, block),)](*(x.to(DEVICE) for x in as_float), pair, fixed, n,
+                                             HARDWARE_BF16=not INTERPRETING, BLOCK=block)
+    want_pair = ((_cvt_rn_bf16(high_bits) << 16) | _cvt_rn_bf16(low_bits)).to(torch.int32)
+    want_fixed = torch.stack([x.to(torch.bfloat16).view(torch.int16) for x in as_float[::-1]],
+                             dim=1).view(torch.int32).flatten()  # [low, high]: little-endian
+    for got, want, what in ((pair.cpu(), want_pair, "conversion"),
+                            (fixed.cpu(), want_fixed, "fixed NaN")):
+        differ = got != want
+        if differ.any():
+            i = int(differ.nonzero()[0])
+            pytest.fail(f"{what}: {int(differ.sum())} pairs differ, first of float32 "
+                        f"{int(high_bits[i]):#010x}, {int(low_bits[i]):#010x}: got "
+                        f"{int(got[i]) & 0xFFFFFFFF:#010x}, want {int(want[i]) & 0xFFFFFFFF:#010x}")
+
+
+@triton.jit
+def _nan_left_as_converted(pair):
+    """Broken on purpose: the conversion's NaN (0x7FFF) kept, not the reference's 0xFFFF."""
+    return pair
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="a patched helper is not recompiled: the compiled "
+                    "kernel keeps the hash of the helpers it was first compiled with")
+@pytest.mark.parametrize("slot", ["unpack_nvfp4", "unpack_int_grouped"])
+def test_bfloat16_nan_left_as_the_conversion_writes_it_is_caught(slot, monkeypatch):
+    """Negative control: without ``_bf16_nan`` the NaN outputs are 0x7FFF, and the bfloat16
+    checks above fail (the conversion's NaN equals no reference bits)."""
+    tables = nvfp4_tables() if slot == "unpack_nvfp4" else int_grouped_tables()
+    _check(slot, tables[0], torch.bfloat16)  # tensor scale / scales NaN: every output NaN
+    monkeypatch.setattr(unpack_kernels, "_bf16_nan", _nan_left_as_converted)
+    with pytest.raises(pytest.fail.Exception, match="elements differ.*got bits 0x7fff"):
+        _check(slot, tables[0], torch.bfloat16)
+
+
 def test_e4m3_nan_codes_keep_sign_and_payload_as_the_cpu_reference_writes_them():
     """Pinned bits (x86 torch): 0x7F / 0xFF widen to 0x7FF00000 / 0xFFF00000 and stay so times a
     scale; float16 keeps sign, quiet bit and payload top (0x7F80 / 0xFF80); bfloat16 is 0xFFFF."""
@@ -153,6 +222,35 @@ def test_a_call_never_synchronizes_with_the_device(slot):
         impl.fn(*args)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.fixture
+def bf16_rounding(monkeypatch):
+    """Sets ``unpack_plan.BF16_ROUNDING`` for one test; kept plans are dropped on the way in
+    and out (the switch is read when a description is planned)."""
+
+    def use(rounding: str) -> None:
+        monkeypatch.setattr(unpack_plan, "BF16_ROUNDING", rounding)
+        unpack_plan._CACHE.clear()
+
+    yield use
+    unpack_plan._CACHE.clear()
+
+
+@gpu_only
+@pytest.mark.parametrize("rounding", unpack_plan.BF16_ROUNDINGS)
+def test_both_compiled_bfloat16_roundings_give_the_reference_bits(rounding, bf16_rounding):
+    """The hardware conversion is what ships (its plans say so); the integer emulation, which
+    ``bench_unpack.py --bf16-rounding integer`` times, is exact compiled as well: every table
+    above, to bfloat16."""
+    bf16_rounding(rounding)
+    tables = [(slot, mx_table(slot)) for slot in ("unpack_mxfp4", "unpack_mxfp8")]
+    tables += [("unpack_nvfp4", args) for args in nvfp4_tables()]
+    tables += [("unpack_int_grouped", args) for args in int_grouped_tables()]
+    for slot, args in tables:
+        plan = _triton(slot).accepts(*_on_device(args), dtype=torch.bfloat16)
+        assert plan.work.kernel_args[-1] is (rounding == "hardware"), plan.work.kernel_args
+        _check(slot, args, torch.bfloat16)
 
 
 @gpu_only

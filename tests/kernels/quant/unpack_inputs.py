@@ -34,13 +34,24 @@ def mx_table(slot: str) -> tuple:
     return (every_byte(256), scale, per_row)
 
 
+#: Block-scale bytes of the code-pair table: 1, NaN (both signs), ±0, the smallest subnormal,
+#: the largest finite, -1.
+PAIR_BLOCK_SCALES = (0x38, 0x7F, 0xFF, 0x00, 0x80, 0x01, 0x7E, 0xB8)
+
+
 def nvfp4_tables() -> list[tuple]:
     """Every E2M1 code against every E4M3 block-scale byte (row ``b``: one 16-block, the codes
-    0..15, block-scale byte ``b``), once per hostile tensor scale."""
+    0..15, block-scale byte ``b``), once per hostile tensor scale; then every code pair (every
+    code byte: the two outputs a 16-bit word packs, so a NaN beside any value) against the
+    ``PAIR_BLOCK_SCALES`` (row ``i``: the 256 code bytes, 32 blocks of 16 outputs, each with
+    block-scale byte ``PAIR_BLOCK_SCALES[i]``), once per hostile tensor scale."""
     block = torch.arange(256, dtype=torch.int32).to(torch.uint8)[:, None]
     codes = every_byte(256)[:, 0x10:0x100:0x22].contiguous()  # 0x10, 0x32, ..., 0xFE
+    pair_block = torch.tensor(PAIR_BLOCK_SCALES, dtype=torch.uint8)[:, None].repeat(1, 32)
     return [(codes, block.view(torch.float8_e4m3fn), tensor_scale, 16)
-            for tensor_scale in hostile_scales()]
+            for tensor_scale in hostile_scales()] + [
+        (every_byte(len(PAIR_BLOCK_SCALES)), pair_block.view(torch.float8_e4m3fn), tensor_scale,
+         512) for tensor_scale in hostile_scales()]
 
 
 def int_grouped_tables() -> list[tuple]:

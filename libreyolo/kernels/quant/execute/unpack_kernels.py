@@ -20,11 +20,15 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
   and E4M3 sign and magnitude placed so that they read as a fixed power of two times the value;
   integers as offset binary in the mantissa of 2^23), never a float8 cast, which the interpreter
   gets wrong, nor an int-to-float conversion, which runs at a quarter of the integer rate;
-- 16-bit outputs are kept in the upper half of an int32 until two are packed into a word (one
-  byte permute), and bfloat16 rounding adds its tie bit through a high multiply (``umulhi``),
-  which the compiler folds into one shift-and-add;
+- float16 outputs are kept in the upper half of an int32 until two are packed into a word (one
+  byte permute); bfloat16 pairs are rounded by one instruction, PTX ``cvt.rn.bf16x2.f32`` (two
+  float32 in, a packed pair out), where a per-output integer rounding took four (the tie bit,
+  the add, a NaN test and select) and a permute per pair (``HARDWARE_BF16``: set by the plan;
+  one-output words, int8 and MXFP8, convert one product as both halves);
 - NaN rules (below) cost a test and a select per element only where the format lets a NaN
-  appear; what depends only on the scale (its NaN's bits) is computed with the scale.
+  appear and its bits matter (float32, float16; MXFP8's NaN codes); what depends only on the
+  scale (its NaN's bits) is computed with the scale. bfloat16 NaN has one pattern whatever its
+  source, so a word-level fix of the conversion's NaN serves every output (``_bf16_nan``).
 
 Exactness rules (DESIGN.md, "Facts for kernel authors"):
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor
@@ -35,10 +39,12 @@ Exactness rules (DESIGN.md, "Facts for kernel authors"):
   0-d tensor's whichever side it is on), and ``0 * inf`` gives ``0xFFC00000``;
 - outputs are stored as integer bits: float16 by the hardware's round-to-nearest-even cast with
   NaN as torch's CPU conversion writes it (sign, quiet bit and the payload's top 9 bits);
-  bfloat16 rounded to nearest-even in integer arithmetic (the interpreter truncates casts) with
-  NaN as ``0xFFFF`` (torch's vectorized CPU conversion). MXFP4 products (an E2M1 value, at most
-  two significant bits, times a power of two, within float32's exponent range) are exact in
-  bfloat16, so there the conversion is a truncation;
+  bfloat16 rounded to nearest-even by ``cvt.rn.bf16x2.f32`` compiled, by the same rounding in
+  integer arithmetic under the interpreter (it truncates casts and runs no inline asm), both
+  writing NaN as the canonical ``0x7FFF``, then made ``0xFFFF`` (torch's vectorized CPU
+  conversion) by one shared fix. MXFP4 products (an E2M1 value, at most two significant bits,
+  times a power of two, within float32's exponent range) are exact in bfloat16, so there the
+  conversion is a truncation;
 - launches pass ``enable_fp_fusion=False`` (the decode's multiplies must not contract).
 """
 
@@ -56,6 +62,7 @@ MXFP4 = tl.constexpr(int(Format.MXFP4))
 MXFP8 = tl.constexpr(int(Format.MXFP8))
 OUT_FLOAT32 = tl.constexpr(int(OutKind.FLOAT32))
 OUT_FLOAT16 = tl.constexpr(int(OutKind.FLOAT16))
+OUT_BFLOAT16 = tl.constexpr(int(OutKind.BFLOAT16))
 TWO_POW_126 = tl.constexpr(2.0**126)
 TWO_POW_120 = tl.constexpr(2.0**120)
 TWO_POW_23 = tl.constexpr(2.0**23)
@@ -70,6 +77,8 @@ def _int32(bits: int) -> tl.constexpr:
 X86_DEFAULT_NAN = _int32(0xFFC00000)  # what x86 gives for 0 * inf
 SIGN = _int32(0x80000000)
 UPPER_HALF = _int32(0xFFFF0000)
+BF16_CANONICAL_NAN = _int32(0x7FFF0000)  # cvt.rn.bf16x2.f32's NaN, in the upper half
+BF16_SIGNS = _int32(0x80008000)  # the sign bits of a bfloat16 pair
 E4M3_FIELDS = _int32(0x87F00000)  # sign, and a shifted E4M3 magnitude (see _e4m3)
 E2M1_FIELDS = _int32(0x81C00000)  # sign, and a shifted E2M1 magnitude (see _value)
 
@@ -139,8 +148,9 @@ def _value(code, FORMAT: tl.constexpr, BITS: tl.constexpr):
 
 @triton.jit
 def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr):
-    """The bits of ``value(code) * scale`` in the output dtype: float32 bits, or a 16-bit float's
-    in the upper half of an int32 (the lower half is not cleared: ``_word`` moves halves)."""
+    """The bits of ``value(code) * scale`` in the output dtype: float32 bits, or a float16's in
+    the upper half of an int32 (the lower half is not cleared: ``_word`` moves halves); for
+    bfloat16 the float32 product itself (``_word`` converts pairs and handles NaN)."""
     value = _value(code, FORMAT, BITS)
     product = value * scale
     bits = product.to(tl.int32, bitcast=True)
@@ -152,50 +162,108 @@ def _field(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND:
         nan = (code << 24) | 0x7FF00000
     else:
         is_nan = product != product
-    if OUT_KIND == OUT_FLOAT32:
+    if OUT_KIND == OUT_BFLOAT16:
+        out = product
+    elif OUT_KIND == OUT_FLOAT32:
         out = bits
         if FORMAT != MXFP4:
             out = tl.where(is_nan, nan, out)
-    elif OUT_KIND == OUT_FLOAT16:
+    else:
         out = product.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) << 16
         if FORMAT != MXFP4:
             nan16 = (nan & SIGN) | 0x7E000000 | ((nan << 3) & 0x03FF0000)
             out = tl.where(is_nan, nan16, out)
-    elif FORMAT == MXFP4:
-        out = bits  # exact in bfloat16: see the module docstring
-    else:
-        # to nearest, ties to even, at bit 16 (the upper half is the bfloat16): + 0x7FFF and
-        # the kept part's lowest bit, bit 16, here the high word of (bits << 15) * 2 (a shift
-        # and a mask would be two more integer instructions)
-        lsb = tl.umulhi((bits << 15).to(tl.uint32, bitcast=True), 2).to(tl.int32, bitcast=True)
-        out = bits + 0x7FFF + lsb
-        out = tl.where(is_nan, UPPER_HALF, out)  # bfloat16 0xFFFF
     return out
 
 
 @triton.jit
+def _bf16_rounded(x):
+    """The bfloat16 ``cvt.rn`` makes of float32 ``x``, in the upper half of an int32 (the lower
+    half is not cleared), in integer arithmetic: to nearest, ties to even, at bit 16 (+ 0x7FFF
+    and the kept part's lowest bit, bit 16, here the high word of (bits << 15) * 2: ``umulhi``,
+    which the compiler folds into one shift-and-add); NaN as the canonical 0x7FFF. Overflow
+    rounds to infinity and subnormals round like normal numbers, as the instruction's do."""
+    bits = x.to(tl.int32, bitcast=True)
+    lsb = tl.umulhi((bits << 15).to(tl.uint32, bitcast=True), 2).to(tl.int32, bitcast=True)
+    return tl.where(x != x, BF16_CANONICAL_NAN, bits + 0x7FFF + lsb)
+
+
+@triton.jit
+def _upper_halves(low, high):
+    """The upper halves of two int32, ``low``'s in the lower half of the result: one byte
+    permute."""
+    return ((low.to(tl.uint32, bitcast=True) >> 16)
+            | (high & UPPER_HALF).to(tl.uint32, bitcast=True)).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _bf16x2(high, low, HARDWARE_BF16: tl.constexpr):
+    """Two float32 as a bfloat16 pair, ``high``'s bits in the upper half of the int32: PTX
+    ``cvt.rn.bf16x2.f32`` (one instruction for both: round to nearest even, no flush of
+    subnormals, NaN as the canonical 0x7FFF whatever its sign and payload); under the
+    interpreter, which truncates bfloat16 casts and runs no inline asm, the same bits from
+    ``_bf16_rounded``. Either way ``_bf16_nan`` then writes NaN as the reference does."""
+    if HARDWARE_BF16:
+        return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [high, low],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        return _upper_halves(_bf16_rounded(low), _bf16_rounded(high))
+
+
+@triton.jit
+def _bf16_nan(pair):
+    """A bfloat16 pair from ``_bf16x2`` with NaN as the reference writes it, ``0xFFFF``: the
+    conversion's NaN is 0x7FFF, the one half that gains bit 15 by adding 1 (negative halves have
+    it already; no half is 0xFFFF, so no carry crosses into the upper half): an add and one
+    three-input logic op per pair, where a test and a select per output did it."""
+    return pair | ((pair + 0x00010001) & BF16_SIGNS)
+
+
+@triton.jit
 def _word(code, scale, nan, FORMAT: tl.constexpr, BITS: tl.constexpr, OUT_KIND: tl.constexpr,
-          FIELDS: tl.constexpr):
+          FIELDS: tl.constexpr, HARDWARE_BF16: tl.constexpr):
     """``FIELDS`` outputs from consecutive fields of ``code``, packed into one integer, the
     first output in the lowest bits."""
     first = _field(code, scale, nan, FORMAT, BITS, OUT_KIND)
     if FIELDS > 1:
         second = _field(code >> BITS, scale, nan, FORMAT, BITS, OUT_KIND)
+    if FIELDS == 4:
+        third = _field(code >> (2 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
+        fourth = _field(code >> (3 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
     if OUT_KIND == OUT_FLOAT32 and FIELDS == 1:
         word = first
     elif OUT_KIND == OUT_FLOAT32:
         word = first.to(tl.uint32, bitcast=True).to(tl.int64) | (second.to(tl.int64) << 32)
-    elif FIELDS == 1:
-        word = (first >> 16).to(tl.int16)
-    else:
-        # the two upper halves: one byte permute
-        word = ((first.to(tl.uint32, bitcast=True) >> 16)
-                | (second & UPPER_HALF).to(tl.uint32, bitcast=True)).to(tl.int32, bitcast=True)
+    elif OUT_KIND == OUT_BFLOAT16 and FORMAT == MXFP8:
+        # FIELDS == 1: a product is NaN only for a NaN code (E8M0 scales are finite), whose
+        # bits are selected here as the float32 path selects them, so no conversion's NaN
+        # needs ``_bf16_nan``. A one-output word converts its product as both halves of a pair
+        # (one instruction still, against the integer rounding's two) and keeps the lower.
+        word = tl.where(tl.abs(_value(code, FORMAT, BITS)) == 480.0, -1,
+                        _bf16x2(first, first, HARDWARE_BF16)).to(tl.int16)
+    elif OUT_KIND == OUT_BFLOAT16 and FORMAT != MXFP4:
+        if FIELDS == 1:
+            word = _bf16_nan(_bf16x2(first, first, HARDWARE_BF16)).to(tl.int16)
+        else:
+            word = _bf16_nan(_bf16x2(second, first, HARDWARE_BF16))
         if FIELDS == 4:
-            third = _field(code >> (2 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
-            fourth = _field(code >> (3 * BITS), scale, nan, FORMAT, BITS, OUT_KIND)
-            high = ((third.to(tl.uint32, bitcast=True) >> 16)
-                    | (fourth & UPPER_HALF).to(tl.uint32, bitcast=True))
+            high = _bf16_nan(_bf16x2(fourth, third, HARDWARE_BF16))
+            word = word.to(tl.uint32, bitcast=True).to(tl.int64) | (high.to(tl.int64) << 32)
+    else:
+        if OUT_KIND == OUT_BFLOAT16:
+            # MXFP4: exact in bfloat16 (the module docstring), so its upper half as it is
+            first = first.to(tl.int32, bitcast=True)
+            if FIELDS > 1:
+                second = second.to(tl.int32, bitcast=True)
+            if FIELDS == 4:
+                third = third.to(tl.int32, bitcast=True)
+                fourth = fourth.to(tl.int32, bitcast=True)
+        if FIELDS == 1:
+            word = (first >> 16).to(tl.int16)
+        else:
+            word = _upper_halves(first, second)
+        if FIELDS == 4:
+            high = _upper_halves(third, fourth)
             word = word.to(tl.uint32, bitcast=True).to(tl.int64) | (high.to(tl.int64) << 32)
     return word
 
@@ -207,6 +275,7 @@ def unpack_kernel(
     FORMAT: tl.constexpr, BITS: tl.constexpr, GROUP: tl.constexpr, OUT_KIND: tl.constexpr,
     FIELDS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_G: tl.constexpr,
     GROUP_WORDS: tl.constexpr, VECTOR: tl.constexpr, SCALE_PER_WORD: tl.constexpr,
+    HARDWARE_BF16: tl.constexpr,
 ):
     """Words ``[r, w]`` of the ``(rows, words)`` output, ``BLOCK_R`` rows by ``BLOCK_G`` groups of
     ``GROUP_WORDS`` words per program: word ``w`` holds outputs ``w * FIELDS ...`` in its
@@ -215,7 +284,9 @@ def unpack_kernel(
     Fields are ``BITS`` wide, element ``j`` of a byte at bit offset ``j * BITS`` (the first element
     in the lowest bits); output ``i`` is scaled by ``scale[r, i // GROUP]`` (a word never spans
     two groups: ``FIELDS`` divides ``GROUP``); ``tensor_scale_ptr`` is read only for NVFP4.
-    ``out`` is contiguous; codes and scales are read through their strides.
+    ``out`` is contiguous; codes and scales are read through their strides. bfloat16 outputs
+    are rounded by ``cvt.rn.bf16x2.f32`` where ``HARDWARE_BF16`` (compiled), else by its
+    emulation in integer arithmetic (``_bf16x2``).
 
     The tile's dimensions are ``[GROUP_WORDS // VECTOR, BLOCK_G, BLOCK_R, VECTOR]``, ``VECTOR``
     words being one 16-byte store. Triton gives each load and store a thread layout from its own
@@ -239,6 +310,10 @@ def unpack_kernel(
     w = (group_w + tl.arange(0, GROUP_WORDS // VECTOR)[:, None, None, None] * VECTOR
          + tl.arange(0, VECTOR)[None, None, None, :])
     valid = row_valid & (w < words)
+    # codes and block scales as bytes whatever their dtype (float8 ones too: no view on the host)
+    codes_ptr = codes_ptr.to(tl.pointer_type(tl.uint8))
+    if FORMAT != INT_GROUPED:
+        scale_ptr = scale_ptr.to(tl.pointer_type(tl.uint8))
     byte = tl.load(codes_ptr + r64 * codes_row_stride + (w // WORDS_PER_BYTE) * codes_col_stride,
                    mask=valid, other=0)
     if FORMAT == INT_GROUPED:
@@ -257,7 +332,7 @@ def unpack_kernel(
                         + (scale_w * FIELDS // GROUP) * scale_col_stride,
                         mask=row_valid & (scale_w < words), other=0)
     scale, nan = _scale(scale_raw, tensor_scale_ptr, FORMAT)
-    word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS)
+    word = _word(code, scale, nan, FORMAT, BITS, OUT_KIND, FIELDS, HARDWARE_BF16)
     # the output, typed by its dtype, as words (no host-side view: one call less per launch)
     if WORD_BITS == 16:
         words_ptr = out_ptr.to(tl.pointer_type(tl.int16))

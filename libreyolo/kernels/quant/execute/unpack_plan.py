@@ -4,9 +4,11 @@
 (``libreyolo.quant.packing``'s ``check_unpack_*``: the same TypeError and ValueError) and
 describes the work as an ``UnpackPlan``, which the provider's ``accepts`` hands to the call
 (``libreyolo.kernels.prepared``) so an input is checked and planned once. Planning reads no
-tensor data and copies nothing: float8 tensors are reinterpreted as their bytes (``Tensor.view``,
-no copy), so the kernel reads bits and never casts float8 (DESIGN.md: the interpreter's fp8 casts
-are wrong, and triton 3.6 miscompiles some fp8 bitcasts).
+tensor data and copies nothing: float8 tensors go to the kernel as they are and it reads them
+through byte pointers, so it reads bits and never casts float8 (DESIGN.md: the interpreter's fp8
+casts are wrong, and triton 3.6 miscompiles some fp8 bitcasts), and a call makes no byte view
+on the host (a torch call, ~2 µs of the H200 host's time per call: ``benchmarks/NOTES.md``, "Host
+path v8"); GPUs whose Triton takes no float8 pointer (``byte_views``) get the views.
 
 Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
 layouts and by the other arguments, types included. That description
@@ -66,6 +68,13 @@ class OutKind(IntEnum):
 #: ``MIN_PROGRAMS`` programs at the row's size (an H200 has 132 SMs) get smaller tiles, down to
 #: ``MIN_TILE_BYTES`` (one 16-byte store per thread of eight warps).
 MIN_PROGRAMS = 256
+#: How the compiled kernel rounds bfloat16 outputs: ``"hardware"``, PTX ``cvt.rn.bf16x2.f32`` (one
+#: instruction a pair), or ``"integer"``, the instruction's emulation in integer arithmetic (what
+#: the interpreter always runs: it truncates bfloat16 casts and runs no inline asm). The same
+#: bits either way (``tests/kernels/quant/unpack_checks.py``); a switch for benchmarks
+#: (``bench_unpack.py --bf16-rounding``), read when a description is first planned.
+BF16_ROUNDINGS = ("hardware", "integer")
+BF16_ROUNDING = "hardware"
 _FORMAT_NAMES = {Format.NVFP4: "nvfp4", Format.MXFP4: "mxfp4", Format.MXFP8: "mxfp8"}
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -74,6 +83,16 @@ def tile_config(fmt: Format, bits: int, dtype: torch.dtype) -> TileConfig:
     """The ``unpack_tiles.toml`` row of this format (integer groups by field width) and dtype."""
     name = f"int{bits}" if fmt == Format.INT_GROUPED else _FORMAT_NAMES[fmt]
     return unpack_tiles.TILES[name, _DTYPE_NAMES[dtype]]
+
+
+def hardware_bf16(dtype: torch.dtype) -> bool:
+    """Whether the kernel rounds this output by ``cvt.rn.bf16x2.f32`` (its ``HARDWARE_BF16``):
+    bfloat16, compiled, and ``BF16_ROUNDING`` says so (other dtypes pass False: one compiled
+    kernel each)."""
+    if BF16_ROUNDING not in BF16_ROUNDINGS:
+        raise ValueError(f"unpack_plan.BF16_ROUNDING must be one of {BF16_ROUNDINGS}, "
+                         f"got {BF16_ROUNDING!r}")
+    return dtype == torch.bfloat16 and BF16_ROUNDING == "hardware" and not interpreting()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +147,10 @@ class Work:
     of ``dtype`` on ``device`` from ``bits``-wide fields, one scale per ``group`` inputs of a row;
     its ``unpack_tiles.toml`` row (``config``: tile size and warps), its tiling,
     the launch grid (three dimensions, as Triton's compiled-kernel launcher indexes it) and the
-    kernel's arguments after the four pointers (``kernel_args``: sizes, strides, constants); the
-    reason the kernel declines it whatever the call (or None); whether it runs
-    under the interpreter; the launch made for it on its first run (``unpack_launch``)."""
+    kernel's arguments after the four pointers (``kernel_args``: sizes, strides, constants, the
+    last ``hardware_bf16``); the reason the kernel declines it whatever the call (or None);
+    whether it runs under the interpreter; the launch made for it on its first run
+    (``unpack_launch``)."""
 
     fmt: Format
     bits: int
@@ -145,13 +165,15 @@ class Work:
     kernel_args: tuple
     declined: str | None
     interpreted: bool
+    byte_views: bool
     launcher: object = None
 
 
 @dataclass(slots=True)
 class UnpackPlan(Prepared):
-    """One call's unpack: its ``Work`` and tensors: ``codes`` (uint8), ``scale`` (uint8 for E4M3
-    and E8M0 scales, float32 otherwise) and, for NVFP4, the float32 ``tensor_scale``; or, while
+    """One call's unpack: its ``Work`` and tensors as given: ``codes`` (uint8; MXFP8's float8),
+    ``scale`` (NVFP4's float8, E8M0 as uint8, float32 otherwise) and, for NVFP4, the float32
+    ``tensor_scale``; or, while
     a graph is ``captured`` (the decline reason), the checked arguments and no ``Work``."""
 
     work: Work | None
@@ -199,30 +221,20 @@ def _check_mxfp8(codes, scale, tensor_scale, others) -> tuple:
     return Format.MXFP8, 8, MX_BLOCK_SIZE, packing.check_unpack_mxfp8(codes, scale, *others)
 
 
-def _nvfp4_bytes(codes, block_scale):
-    return codes, block_scale.view(torch.uint8)
-
-
-def _mxfp8_bytes(codes, scale):
-    return codes.view(torch.uint8), scale
-
-
 class SlotPlanner(NamedTuple):
     """How a slot's call is planned: ``bind`` its arguments in the reference's order (codes,
     scale, tensor scale, the rest), ``check`` them with the reference's checks (the format, field
-    bits, group and in_features they decide), and reinterpret float8 tensors ``as_bytes`` (a
-    view: no copy) once the checks made sure of their dtypes."""
+    bits, group and in_features they decide)."""
 
     bind: Callable
     check: Callable
-    as_bytes: Callable | None
 
 
 SLOTS = {
-    "unpack_int_grouped": SlotPlanner(_int_grouped, _check_int_grouped, None),
-    "unpack_nvfp4": SlotPlanner(_nvfp4, _check_nvfp4, _nvfp4_bytes),
-    "unpack_mxfp4": SlotPlanner(_mxfp4, _check_mxfp4, None),
-    "unpack_mxfp8": SlotPlanner(_mxfp8, _check_mxfp8, _mxfp8_bytes),
+    "unpack_int_grouped": SlotPlanner(_int_grouped, _check_int_grouped),
+    "unpack_nvfp4": SlotPlanner(_nvfp4, _check_nvfp4),
+    "unpack_mxfp4": SlotPlanner(_mxfp4, _check_mxfp4),
+    "unpack_mxfp8": SlotPlanner(_mxfp8, _check_mxfp8),
 }
 #: Descriptions kept (distinct weight shapes of the models in use); past it the cache restarts.
 MAX_CACHED = 4096
@@ -236,10 +248,28 @@ def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dty
     tiles = tiling(fmt, bits, group, rows, in_features, dtype, config)
     kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
                    int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
-                   tiles.group_words, tiles.vector, tiles.scale_per_word)
+                   tiles.group_words, tiles.vector, tiles.scale_per_word, hardware_bf16(dtype))
     tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
     return Work(fmt, bits, group, rows, in_features, dtype, codes.device, config, tiles,
-                (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting())
+                (tiles.programs, 1, 1), kernel_args, _static_decline(tensors), interpreting(),
+                byte_views((codes, scale), codes.device))
+
+
+#: The first compute capability for which triton 3.6 compiles a float8 E4M3 pointer argument
+#: (``fp8e4nv``; before it, "type fp8e4nv not supported in this architecture").
+FLOAT8_POINTERS_FROM = (8, 9)
+
+
+def byte_views(tensors: tuple, device: torch.device) -> bool:
+    """Whether each call hands the kernel its float8 tensors as uint8 views: on GPUs older than
+    ``FLOAT8_POINTERS_FROM`` (elsewhere the kernel reads them through byte pointers itself)."""
+    if device.type != "cuda" or not any(t.dtype == torch.float8_e4m3fn for t in tensors):
+        return False
+    return torch.cuda.get_device_capability(device) < FLOAT8_POINTERS_FROM
+
+
+def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(torch.uint8) if tensor.dtype == torch.float8_e4m3fn else tensor
 
 
 def _static_decline(tensors: tuple) -> str | None:
@@ -262,7 +292,7 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
 
     While a graph is captured the kernel declines whatever the input, so the arguments are
     checked and nothing is planned (their sizes may be symbolic or traced values)."""
-    bind, check, as_bytes = SLOTS[slot]
+    bind, check = SLOTS[slot]
     codes, scale, tensor_scale, others = bind(*args, **kwargs)
     captured = capture_reason()
     if captured is not None:
@@ -277,8 +307,8 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
         work = _work(*check(codes, scale, tensor_scale, others), others[-1], codes, scale,
                      tensor_scale)
         _CACHE.put(key, work)
-    if as_bytes is not None:
-        codes, scale = as_bytes(codes, scale)
+    if work.byte_views:
+        codes, scale = _as_bytes(codes), _as_bytes(scale)
     return UnpackPlan(work, codes, scale, tensor_scale, None)
 
 
