@@ -25,6 +25,7 @@ import contextlib
 import functools
 import inspect
 import os
+import sys
 import threading
 import tomllib
 import warnings
@@ -253,12 +254,25 @@ def _ensure_loaded(selection: settings.Selection) -> None:
             _providers_loaded = True
 
 
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def _caller_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, from its caller here, of the first frame outside this
+    package: the line of the caller's code that made the call, whichever entry point it used
+    (``ops.<slot>`` is a partial of ``dispatch``, ``maybe_ms_deform_attn`` a function)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn_once(key: tuple[str, object], message: str, category: type[Warning]) -> None:
     with _lock:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(message, category, stacklevel=4)
+    warnings.warn(message, category, stacklevel=_caller_stacklevel())
 
 
 def _predicate_decline(impl: Implementation) -> str | None:
@@ -494,7 +508,7 @@ def _disable(impl: Implementation, what: str) -> None:
         f"libreyolo.kernels: {impl.op}/{impl.name} failed ({what}) and is disabled for the rest "
         "of the process; the next implementation takes over",
         KernelDisabledWarning,
-        stacklevel=4,
+        stacklevel=_caller_stacklevel(),
     )
 
 

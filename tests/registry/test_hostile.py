@@ -6,6 +6,8 @@ file against that commit); the comments say what it did then.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 
 import pytest
@@ -57,6 +59,18 @@ def test_a_kernel_failing_on_a_good_input_of_a_slot_without_reference_is_disable
         warnings.simplefilter("error")
         assert dispatch(NO_REF, *msda_input()) is None
     assert calls == [1]
+
+
+@pytest.mark.parametrize("entry", ["ops", "dispatch"])
+def test_the_disabling_warning_names_the_callers_line_whichever_entry_point(entry):
+    from libreyolo.kernels import ops
+
+    register(WITH_REF, raising(RuntimeError("kernel bug")), name="fast")
+    call = ops.fake_quant_fp8 if entry == "ops" else functools.partial(dispatch, WITH_REF)
+    with pytest.warns(KernelDisabledWarning, match="fast failed") as record:
+        line = inspect.currentframe().f_lineno + 1
+        call(torch.ones(4))
+    assert (record[0].filename, record[0].lineno) == (__file__, line)
 
 
 def test_a_kernel_failing_on_an_input_the_validator_rejects_lets_the_validator_speak():

@@ -332,14 +332,16 @@ def prepare(slot: str, *args, **kwargs) -> Plan | str:
     if is_capturing():
         PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
         return CAPTURE_REASON
-    key = (slot, raw_values()[2], *map(describe, args))
     watched = tuple(filter(_is_tensor, args[1:]))
-    if kwargs:
+    if not kwargs:
+        key = (slot, raw_values()[2], *map(describe, args))
+    else:
         values = kwargs.values()
-        if _PLAIN.issuperset(map(type, values)):
-            key = (*key, *kwargs.items(), *map(type, values))
+        types = tuple(map(type, values))
+        if _PLAIN.issuperset(types):  # names, values, types: flat, no tuple per keyword
+            key = (slot, raw_values()[2], *map(describe, args), *kwargs, *values, *types)
         else:
-            key = (*key, *kwargs, *map(describe, values))
+            key = (slot, raw_values()[2], *map(describe, args), *kwargs, *map(describe, values))
             watched = (*watched, *filter(_is_tensor, values))
     kept = _CACHE.get(key, watched)
     if kept is not None:
