@@ -58,6 +58,7 @@ def assert_same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
 def _check(slot: str, args: tuple, dtype: torch.dtype) -> None:
     want = getattr(reference, slot)(*args, dtype=dtype)
     got = _triton(slot).fn(*_on_device(args), dtype=dtype)
+    assert got.is_contiguous() and 0 not in got.stride()[got.dim() - 1:], got.stride()
     assert_same_bits(got.cpu(), want)
 
 

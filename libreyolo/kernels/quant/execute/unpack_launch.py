@@ -20,7 +20,7 @@ from .unpack_plan import UnpackPlan
 def run(plan: UnpackPlan) -> torch.Tensor:
     """The unpacked ``(rows, in_features)`` tensor of ``plan.work.dtype``."""
     work = plan.work
-    out = torch.empty((work.rows, work.in_features), dtype=work.dtype, device=work.device)
+    out = torch.empty_like(work.out_like)  # contiguous (see ``unpack_plan._output_like``)
     grid = work.grid
     if grid[0] == 0:
         return out
