@@ -16,8 +16,10 @@ def is_capturing() -> bool:
 
     torch's functions are looked up on every call (a test or a tool may replace one); every
     torch this package admits (``>=2.11``, pyproject.toml) has ``torch.compiler.is_exporting``,
-    so it is read as a plain attribute (every kernel call asks this)."""
-    if torch.jit.is_tracing() or torch.jit.is_scripting():
+    so it is read as a plain attribute (every kernel call asks this). ``torch.jit.is_scripting``
+    is not asked: TorchScript compiles Python source and never runs it, so running Python is
+    never scripting (it is True only inside scripted code)."""
+    if torch.jit.is_tracing():
         return True
     compiler = torch.compiler
     if compiler.is_compiling() or compiler.is_exporting():
