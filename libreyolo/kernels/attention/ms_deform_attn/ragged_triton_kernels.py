@@ -1,12 +1,13 @@
 """Triton kernels for ragged deformable attention, forward and backward. Imports triton.
 
-The classic kernels' layout and tiling (``triton_kernels``), with two differences: the point
-count varies by level, and sampling is bilinear or discrete (nearest pixel). Locations are
-``(B, len_q, heads, sum(points), 2)`` and weights ``(B, len_q, heads, sum(points))``, level 0's
-points first. The per-level counts and first-point indices are compile-time constants packed
-``COUNT_BITS`` bits per level into one integer each (``COUNTS``, ``FIRSTS``), so every loop over
-points is unrolled as in the classic kernels (the provider chooses ``COUNT_BITS``); a layout
-compiles once per (dtype, C, counts, method).
+The classic kernels' layout and tiling, and their bilinear steps (``triton_kernels``' helpers,
+called here), with two differences: the point count varies by level, and sampling is bilinear or
+discrete (nearest pixel). Locations are ``(B, len_q, heads, sum(points), 2)`` and weights
+``(B, len_q, heads, sum(points))``, level 0's points first. The per-level counts and
+first-point indices are compile-time constants packed ``COUNT_BITS`` bits per level into one
+integer each (``COUNTS``, ``FIRSTS``), so every loop over points is unrolled as in the classic
+kernels (the provider chooses ``COUNT_BITS``); a layout compiles once per (dtype, C, counts,
+method).
 
 Discrete sampling reads pixel ``floor(u * W + 0.5)`` clamped to ``[0, W - 1]`` per axis, with
 the arithmetic rounded as the portable path's tensor ops round it in the input dtype (``W`` and
@@ -20,9 +21,13 @@ import triton.language as tl
 
 from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
     _ZEROING,
+    _bilinear_accumulate,
     _bilinear_point_backward,
+    _channel_block,
     _corner_offsets,
-    _sample_point,
+    _grad_out_tile,
+    _level_size,
+    _query_block,
     zero_value_gradient,
 )
 
@@ -54,12 +59,17 @@ def _nearest_axis(u, size, DTYPE: tl.constexpr):
 
 
 @triton.jit
-def _nearest_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask, DTYPE: tl.constexpr):
-    """One discrete point: its pixel (x, y) and its weight."""
+def _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start, len_in, row_stride, q_mask,
+                   DTYPE: tl.constexpr):
+    """One discrete point, for a block of queries: its pixel's row offset in the value (as
+    ``_corner_offsets``), where that pixel exists, and the point's weight."""
     u = tl.load(loc_ptr + 2 * p_offset, mask=q_mask, other=0.0).to(tl.float32)
     v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
-    return _nearest_axis(u, width, DTYPE), _nearest_axis(v, height, DTYPE), weight
+    x = _nearest_axis(u, width, DTYPE)
+    y = _nearest_axis(v, height, DTYPE)
+    offset, inside = _corner_offsets(x, y, height, width, start, len_in, row_stride, q_mask)
+    return offset, inside, weight
 
 
 @triton.jit(do_not_specialize=_SIZES + _ZEROING)
@@ -77,65 +87,46 @@ def ms_deform_attn_ragged_fwd_kernel(
     forward's."""
     if ZERO_GRAD_VALUE:
         zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
-    pid_q = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    pid_c = tl.program_id(2)
-    b = pid_bh // heads
-    h = pid_bh % heads
-    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_mask = q < len_q
-    c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_mask = c < C
-    row_stride = heads * C
-    v_base = value_ptr + b * len_in * row_stride + h * C + c[None, :]
-    qh = (b * len_q + q) * heads + h
+    q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
+    c, c_mask, v_base = _channel_block(value_ptr, head_offset, C, BLOCK_C)
     acc = tl.zeros((BLOCK_Q, BLOCK_C), dtype=tl.float32)
     MASK: tl.constexpr = (1 << COUNT_BITS) - 1
     start = 0
     for level in tl.static_range(LEVELS):
-        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
-        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        height, width = _level_size(shapes_ptr, level)
         for point in tl.static_range(COUNTS >> COUNT_BITS * level & MASK):
             p_offset = qh * TOTAL + (FIRSTS >> COUNT_BITS * level & MASK) + point
             if DISCRETE:
-                x, y, weight = _nearest_point(loc_ptr, attn_ptr, p_offset, height, width,
-                                              q_mask, DTYPE)
-                offset, inside = _corner_offsets(x, y, height, width, start, len_in,
-                                                  row_stride, q_mask)
+                offset, inside, weight = _nearest_pixel(loc_ptr, attn_ptr, p_offset, height,
+                                                        width, start, len_in, row_stride, q_mask,
+                                                        DTYPE)
                 pixel = tl.load(v_base + offset[:, None],
                                 mask=inside[:, None] & c_mask[None, :], other=0.0)
                 acc += weight[:, None] * pixel.to(tl.float32)
             else:
-                x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height,
-                                                       width, q_mask)
-                for dy in tl.static_range(2):
-                    for dx in tl.static_range(2):
-                        offset, inside = _corner_offsets(x0 + dx, y0 + dy, height, width,
-                                                         start, len_in, row_stride, q_mask)
-                        corner = tl.load(v_base + offset[:, None],
-                                         mask=inside[:, None] & c_mask[None, :], other=0.0)
-                        wx = fx if dx == 1 else 1.0 - fx
-                        wy = fy if dy == 1 else 1.0 - fy
-                        acc += (weight * wx * wy)[:, None] * corner.to(tl.float32)
+                acc = _bilinear_accumulate(acc, v_base, loc_ptr, attn_ptr, p_offset, height,
+                                           width, start, len_in, row_stride, q_mask, c_mask)
         start += height * width
-    out = out_ptr + ((b * len_q + q) * row_stride + h * C)[:, None] + c[None, :]
+    out = out_ptr + out_rows[:, None] + c[None, :]
     # rounded here, so the cast below is exact (and the interpreter's bfloat16 cast is not used)
     tl.store(out, _round_to(acc, DTYPE).to(out_ptr.dtype.element_ty),
              mask=q_mask[:, None] & c_mask[None, :])
 
 
 @triton.jit
-def _discrete_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_attn_ptr,
-                             head_offset, g_rows, p_offset, offset, inside, weight, q_mask,
-                             C: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
-    """d/d weight = <g, v_pixel>; d/d v_pixel += weight * g; no location gradient (the pixel
-    is a step function of the location, as the portable path's floor)."""
+def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                             grad_attn_ptr, head_offset, g_rows, p_offset, height, width, start,
+                             len_in, row_stride, q_mask, C: tl.constexpr, BLOCK_Q: tl.constexpr,
+                             BLOCK_C: tl.constexpr, DTYPE: tl.constexpr):
+    """One discrete point's backward for a block of queries, the counterpart of the classic
+    ``_bilinear_point_backward`` (it samples its point too): d/d weight = <g, v_pixel>;
+    d/d v_pixel += weight * g; no location gradient (the pixel is a step function of the
+    location, as the portable path's floor)."""
+    offset, inside, weight = _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start,
+                                            len_in, row_stride, q_mask, DTYPE)
     grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
-        c = c0 + tl.arange(0, BLOCK_C)
-        c_mask = c < C
-        g = tl.load(grad_out_ptr + g_rows + c[None, :],
-                    mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
+        c, c_mask, g = _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C, BLOCK_C)
         m = inside[:, None] & c_mask[None, :]
         pixel = tl.load(value_ptr + head_offset + c[None, :] + offset[:, None], mask=m,
                         other=0.0).to(tl.float32)
@@ -156,36 +147,22 @@ def ms_deform_attn_ragged_bwd_kernel(
     BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """Grid: (query blocks, batch * heads); channels are looped inside each point's step."""
-    pid_q = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // heads
-    h = pid_bh % heads
-    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_mask = q < len_q
-    row_stride = heads * C
-    head_offset = b * len_in * row_stride + h * C
-    g_rows = ((b * len_q + q) * row_stride + h * C)[:, None]
-    qh = (b * len_q + q) * heads + h
+    q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
+    g_rows = out_rows[:, None]  # grad_out has out's layout
     MASK: tl.constexpr = (1 << COUNT_BITS) - 1
     start = 0
     for level in tl.static_range(LEVELS):
-        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
-        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        height, width = _level_size(shapes_ptr, level)
         for point in tl.static_range(COUNTS >> COUNT_BITS * level & MASK):
             p_offset = qh * TOTAL + (FIRSTS >> COUNT_BITS * level & MASK) + point
             if DISCRETE:
-                x, y, weight = _nearest_point(loc_ptr, attn_ptr, p_offset, height, width,
-                                              q_mask, DTYPE)
-                offset, inside = _corner_offsets(x, y, height, width, start, len_in,
-                                                  row_stride, q_mask)
-                _discrete_point_backward(value_ptr, grad_out_ptr, grad_value_ptr,
-                                         grad_attn_ptr, head_offset, g_rows, p_offset, offset,
-                                         inside, weight, q_mask, C, BLOCK_Q, BLOCK_C)
+                _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr,
+                                         grad_value_ptr, grad_attn_ptr, head_offset, g_rows,
+                                         p_offset, height, width, start, len_in, row_stride,
+                                         q_mask, C, BLOCK_Q, BLOCK_C, DTYPE)
             else:
-                x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height,
-                                                       width, q_mask)
-                _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
-                                         grad_attn_ptr, head_offset, g_rows, p_offset, x0, y0,
-                                         fx, fy, weight, height, width, start, len_in,
+                _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr,
+                                         grad_value_ptr, grad_loc_ptr, grad_attn_ptr, head_offset,
+                                         g_rows, p_offset, height, width, start, len_in,
                                          row_stride, q_mask, C, BLOCK_Q, BLOCK_C)
         start += height * width

@@ -16,6 +16,43 @@ import triton.language as tl
 
 
 @triton.jit
+def _query_block(len_in, len_q, heads, C: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """The block of queries of one (batch, head) that this program takes (program ids 0 and 1),
+    as every kernel here and in ``ragged_triton_kernels`` tiles: which queries exist, the row
+    stride of value and out, the (batch, head)'s offset in value, each query's row offset in out
+    (and grad_out), and the (query, head) index into the per-point tensors."""
+    pid_q = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // heads
+    h = pid_bh % heads
+    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    q_mask = q < len_q
+    row_stride = heads * C
+    head_offset = b * len_in * row_stride + h * C
+    out_rows = (b * len_q + q) * row_stride + h * C
+    qh = (b * len_q + q) * heads + h
+    return q_mask, row_stride, head_offset, out_rows, qh
+
+
+@triton.jit
+def _channel_block(value_ptr, head_offset, C: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The channels a forward program takes (program id 2), which exist, and their pointers in
+    the value rows of the program's (batch, head): both forwards tile channels alike."""
+    c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_mask = c < C
+    return c, c_mask, value_ptr + head_offset + c[None, :]
+
+
+@triton.jit
+def _level_size(shapes_ptr, level):
+    """Level ``level``'s (height, width), read from the device's shapes (no host sync), as int32
+    like every offset in these kernels."""
+    height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+    width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+    return height, width
+
+
+@triton.jit
 def _corner_offsets(xi, yi, height, width, start, len_in, row_stride, q_mask):
     """Row offsets of pixel (yi, xi) of the level starting at ``start``, and where it exists."""
     inside = q_mask & (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
@@ -44,6 +81,37 @@ def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
     x0f = tl.floor(x)
     y0f = tl.floor(y)
     return x0f.to(tl.int32), y0f.to(tl.int32), x - x0f, y - y0f, weight
+
+
+@triton.jit
+def _bilinear_accumulate(acc, v_base, loc_ptr, attn_ptr, p_offset, height, width, start, len_in,
+                         row_stride, q_mask, c_mask):
+    """``acc`` plus one point's weighted bilinear sample, for a block of queries and channels
+    (both forwards' step). The four corners are added to ``acc`` one at a time, in this order,
+    so the float32 sums round as they always have."""
+    x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask)
+    for dy in tl.static_range(2):
+        for dx in tl.static_range(2):
+            offset, inside = _corner_offsets(x0 + dx, y0 + dy, height, width, start, len_in,
+                                             row_stride, q_mask)
+            corner = tl.load(v_base + offset[:, None], mask=inside[:, None] & c_mask[None, :],
+                             other=0.0)
+            wx = fx if dx == 1 else 1.0 - fx
+            wy = fy if dy == 1 else 1.0 - fy
+            acc += (weight * wx * wy)[:, None] * corner.to(tl.float32)
+    return acc
+
+
+@triton.jit
+def _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Channels ``c0`` to ``c0 + BLOCK_C`` of the output gradient's rows ``g_rows``, in float32,
+    with those channels and which exist: the tile each backward point step loops over (here and
+    in ``ragged_triton_kernels``)."""
+    c = c0 + tl.arange(0, BLOCK_C)
+    c_mask = c < C
+    g = tl.load(grad_out_ptr + g_rows + c[None, :], mask=q_mask[:, None] & c_mask[None, :],
+                other=0.0).to(tl.float32)
+    return c, c_mask, g
 
 
 @triton.jit
@@ -87,39 +155,18 @@ def ms_deform_attn_fwd_kernel(
     also zero ``grad_value`` (``zero_value_gradient``); without, it is never touched."""
     if ZERO_GRAD_VALUE:
         zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
-    pid_q = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    pid_c = tl.program_id(2)
-    b = pid_bh // heads
-    h = pid_bh % heads
-    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_mask = q < len_q
-    c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_mask = c < C
-    row_stride = heads * C
-    v_base = value_ptr + b * len_in * row_stride + h * C + c[None, :]
-    # (query, head) index into the per-point tensors
-    qh = (b * len_q + q) * heads + h
+    q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
+    c, c_mask, v_base = _channel_block(value_ptr, head_offset, C, BLOCK_C)
     acc = tl.zeros((BLOCK_Q, BLOCK_C), dtype=tl.float32)
     start = 0
     for level in tl.static_range(LEVELS):
-        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
-        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        height, width = _level_size(shapes_ptr, level)
         for point in tl.static_range(POINTS):
             lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
-            x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
-                                                   q_mask)
-            for dy in tl.static_range(2):
-                for dx in tl.static_range(2):
-                    offset, inside = _corner_offsets(x0 + dx, y0 + dy, height, width, start,
-                                                     len_in, row_stride, q_mask)
-                    corner = tl.load(v_base + offset[:, None],
-                                     mask=inside[:, None] & c_mask[None, :], other=0.0)
-                    wx = fx if dx == 1 else 1.0 - fx
-                    wy = fy if dy == 1 else 1.0 - fy
-                    acc += (weight * wx * wy)[:, None] * corner.to(tl.float32)
+            acc = _bilinear_accumulate(acc, v_base, loc_ptr, attn_ptr, lp_offset, height, width,
+                                       start, len_in, row_stride, q_mask, c_mask)
         start += height * width
-    out = out_ptr + ((b * len_q + q) * row_stride + h * C)[:, None] + c[None, :]
+    out = out_ptr + out_rows[:, None] + c[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=q_mask[:, None] & c_mask[None, :])
 
 
@@ -142,22 +189,14 @@ def ms_deform_attn_bwd_kernel(
     ``d/d u = weight * W * <g, (1-fy)(v01-v00) + fy(v11-v10)>`` and
     ``d/d v = weight * H * <g, (1-fx)(v10-v00) + fx(v11-v01)>`` (v_yx: corner offsets).
     """
-    pid_q = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // heads
-    h = pid_bh % heads
-    q = pid_q * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_mask = q < len_q
-    row_stride = heads * C
-    head_offset = b * len_in * row_stride + h * C
-    g_rows = ((b * len_q + q) * row_stride + h * C)[:, None]
-    qh = (b * len_q + q) * heads + h
+    q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
+    g_rows = out_rows[:, None]  # grad_out has out's layout
     if SPLIT_LEVELS:
         level = tl.program_id(2)
         start = 0
         for earlier in tl.static_range(LEVELS - 1):  # this level's first row
-            size = tl.load(shapes_ptr + 2 * earlier) * tl.load(shapes_ptr + 2 * earlier + 1)
-            start += tl.where(earlier < level, size.to(tl.int32), 0)
+            height, width = _level_size(shapes_ptr, earlier)
+            start += tl.where(earlier < level, height * width, 0)
         _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
                         grad_loc_ptr, grad_attn_ptr, len_in, level, start, qh, q_mask, g_rows,
                         head_offset, row_stride, C, LEVELS, POINTS, BLOCK_Q, BLOCK_C)
@@ -177,28 +216,26 @@ def _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad
                     POINTS: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
     """The backward of one level's points for a block of queries of one (batch, head), the
     level's rows starting at ``start``; returns where the next level's rows start."""
-    height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
-    width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+    height, width = _level_size(shapes_ptr, level)
     for point in tl.static_range(POINTS):
         lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
-        x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, lp_offset, height, width,
-                                               q_mask)
-        _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
-                                 grad_attn_ptr, head_offset, g_rows, lp_offset, x0, y0, fx, fy,
-                                 weight, height, width, start, len_in, row_stride, q_mask, C,
-                                 BLOCK_Q, BLOCK_C)
+        _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                                 grad_loc_ptr, grad_attn_ptr, head_offset, g_rows, lp_offset,
+                                 height, width, start, len_in, row_stride, q_mask, C, BLOCK_Q,
+                                 BLOCK_C)
     return start + height * width
 
 
 @triton.jit
-def _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
-                             grad_attn_ptr, head_offset, g_rows, p_offset, x0, y0, fx, fy,
-                             weight, height, width, start, len_in, row_stride, q_mask,
-                             C: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
+def _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                             grad_loc_ptr, grad_attn_ptr, head_offset, g_rows, p_offset, height,
+                             width, start, len_in, row_stride, q_mask, C: tl.constexpr,
+                             BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
     """One point's backward for a block of queries (``ms_deform_attn_bwd_kernel`` states the
     derivatives; the ragged backward takes the same step): the weight and location gradients,
     complete over the channels, stored at ``p_offset``; the value gradient by float32 atomic
     adds."""
+    x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask)
     o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
     o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride, q_mask)
     o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride, q_mask)
@@ -212,10 +249,7 @@ def _bilinear_point_backward(value_ptr, grad_out_ptr, grad_value_ptr, grad_loc_p
     grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
-        c = c0 + tl.arange(0, BLOCK_C)
-        c_mask = c < C
-        g = tl.load(grad_out_ptr + g_rows + c[None, :],
-                    mask=q_mask[:, None] & c_mask[None, :], other=0.0).to(tl.float32)
+        c, c_mask, g = _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C, BLOCK_C)
         v_ptr = value_ptr + head_offset + c[None, :]
         gv_ptr = grad_value_ptr + head_offset + c[None, :]
         m00 = in00[:, None] & c_mask[None, :]
