@@ -19,9 +19,9 @@ import argparse
 import json
 from pathlib import Path
 
-#: The rounding the kernel ships (``unpack_plan.BF16_ROUNDING``); runs recorded before
-#: ``bench_unpack.py --bf16-rounding`` existed rounded in integer arithmetic.
-SHIPPED_ROUNDING = "hardware"
+from libreyolo.kernels.quant.execute.unpack_plan import BF16_ROUNDING as SHIPPED_ROUNDING
+
+#: Runs recorded before ``bench_unpack.py --bf16-rounding`` existed rounded in integer arithmetic.
 OLD_ROUNDING = "integer"
 
 
