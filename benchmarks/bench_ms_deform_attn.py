@@ -81,8 +81,12 @@ PEER_IM2COL_STEP = 64
 HOST_CALLS = 200
 PROFILE_CALLS = 300
 #: Calls a window of the eager rows, and rounds of windows (each round times every step once).
+#: 60 rounds since v12: a decoder's forward+backward window is host-bound (~250-800 µs a call on
+#: the H200's host, most of it torch's autograd engine, which ours and the peer's pay alike), and
+#: its per-round ratio ranged 0.7-2.1x within one run, so v11's 15 rounds left the median's
+#: verdict at the mercy of a few windows (one decoder lost at 1.02-1.03x in two runs of three).
 EAGER_CALLS = 20
-EAGER_ROUNDS = 15
+EAGER_ROUNDS = 60
 
 
 def time_ms(step, iters: int, warmup: int = 5) -> list[float]:

@@ -189,6 +189,48 @@ def test_the_padded_prologue_writes_the_reference_codes_and_zeros_in_the_pad():
     assert torch.equal(scale.cpu(), want_scale)
 
 
+#: The GELU fold's relative error, with margin: its tail Phi(-|x|) is within 4e-6 of float64
+#: (``fp8_kernels._gelu``), plus the device's exp2 (2 ulps) and the products' roundings.
+GELU_FOLD_TOLERANCE = 1e-5
+#: Below this the fold returns -0.0, as float32 ``F.gelu`` does from about -5.5 on.
+GELU_FOLD_FLUSH = -6.0
+
+
+def exact_gelu(x: torch.Tensor) -> torch.Tensor:
+    """float64 GELU = x * Phi(x) (``ndtr``, no cancellation on either side), with the fold's
+    documented flush below ``GELU_FOLD_FLUSH``; inf -> inf, -inf and NaN -> NaN."""
+    x = x.double()
+    return torch.where((x < GELU_FOLD_FLUSH) & x.isfinite(), -0.0, x * torch.special.ndtr(x))
+
+
+def e4m3_bytes(quotient: torch.Tensor) -> torch.Tensor:
+    """E4M3 bytes of float64 quotients (clamped to +-448, NaN -> 0x7F as the prologue writes)."""
+    codes = quotient.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
+    return torch.where(quotient.isnan(), 0x7F, codes)
+
+
+def test_the_gelu_fold_is_within_its_tolerance_of_exact_gelu_on_every_bfloat16_pattern():
+    """``fused_fp8_mlp``'s fold quantizes GELU(x) with its own row scales: each scale is within
+    the tolerance of the exact one (finite amax of the exact GELU / 448), and each code is the
+    exact GELU's under that scale, or its neighbour where the exact quotient lies within the
+    tolerance of a rounding boundary. Rows of 4096 consecutive patterns put the tails in rows of
+    their own, where the row scale is small enough for every tail code to count."""
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    x = x.reshape(16, 4096)
+    codes, row_scale = fp8_launch.cast(plan_fp8_cast_dynamic(x.to(DEVICE)), gelu=True)
+    codes, row_scale = codes.cpu().view(torch.uint8), row_scale.cpu().double()
+    exact = exact_gelu(x)
+    amax = torch.where(exact.isfinite(), exact.abs(), 0.0).amax(dim=1, keepdim=True)
+    exact_scale = torch.where(amax > 0, amax / 448.0, 1.0)
+    assert ((row_scale - exact_scale).abs() <= GELU_FOLD_TOLERANCE * exact_scale).all()
+    low = e4m3_bytes(exact * (1 - GELU_FOLD_TOLERANCE) / row_scale)
+    high = e4m3_bytes(exact * (1 + GELU_FOLD_TOLERANCE) / row_scale)
+    wrong = (codes != low) & (codes != high)
+    assert not wrong.any(), (f"{int(wrong.sum())} codes, first at x = "
+                             f"{x[wrong][0].item()!r}: {codes[wrong][0].item():#04x} where "
+                             f"{low[wrong][0].item():#04x}..{high[wrong][0].item():#04x}")
+
+
 def test_selecting_the_reference_prologue_by_name_keeps_the_rest_of_the_path(monkeypatch):
     """The prologue is exact, so the reference prologue gives the same output bits; with no
     GEMM implementation selected the path declines (None) instead of dropping a piece."""

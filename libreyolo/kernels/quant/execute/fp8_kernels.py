@@ -90,6 +90,39 @@ def _e4m3_code_hardware(q):
         "=r,r,r,r,r", [q], dtype=tl.uint8, is_pure=True, pack=4)
 
 
+#: GELU's fold (``_gelu``): log2(Phi(-s)) for s in [0, GELU_FIT_END] as a polynomial in s,
+#: lowest degree first: a Chebyshev least-squares fit of degree 11 at 60,001 evenly spaced points
+#: (float64, ``math.erfc``), converted to monomials and rounded to float32.
+GELU_LOG2_TAIL = tl.constexpr((
+    -0.9999998211860657, -1.1511093378067017, -0.4591915011405945, -0.05250755324959755,
+    0.007017077878117561, -3.3999644074356183e-05, -0.00027688342379406095,
+    8.107269241008908e-05, -1.322669140790822e-05, 1.3339712268134463e-06,
+    -7.773002863586953e-08, 2.0070356487877916e-09))
+GELU_FIT_END = tl.constexpr(6.0)
+
+
+@triton.jit
+def _gelu(x):
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF, in about 20 instructions an element
+    where ``0.5 * x * (1 + erf(x / sqrt 2))`` with the device's ``erf`` took about 35 (and made
+    ``fused_fp8_mlp``'s fold ALU-bound: 0.122 ms, 41% of a copy, on the H200).
+
+    The tail h = Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is ``exp2`` of a degree-11 polynomial in |x|
+    (``GELU_LOG2_TAIL``, Horner with FMAs): one ``exp2`` and no division or branch. Then Phi(x)
+    is ``1 - h`` for x > 0 and ``h`` otherwise, so the negative side carries h's relative
+    accuracy instead of cancelling in ``1 + erf``. Error of h against float64 on [0, 6]: at most
+    8e-8 absolute and 4e-6 relative (tests/kernels/quant/test_fp8_gelu_fold.py checks it), so a
+    positive GELU is within ~2 float32 ulps of exact and a negative one within 4e-6 relative.
+    Below -6 (h < 1e-9) it returns -0.0, as float32 ``F.gelu`` does from about -5.5 on; +inf
+    gives inf, -inf and NaN give NaN, as ``F.gelu``."""
+    s = tl.abs(x)
+    log2_tail = tl.full(x.shape, GELU_LOG2_TAIL[11], tl.float32)
+    for i in tl.static_range(10, -1, -1):
+        log2_tail = tl.fma(log2_tail, s, GELU_LOG2_TAIL[i])
+    tail = tl.where(s < GELU_FIT_END, tl.exp2(log2_tail), 0.0)
+    return x * tl.where(x > 0.0, 1.0 - tail, tail)
+
+
 @triton.jit
 def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
     """``magnitude / divisor`` rounded once (IEEE, as the reference's division by a tensor), for
@@ -140,7 +173,7 @@ def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_s
     ``fp8_cast_kernel``."""
     in_rows = r < rows
     if GELU:
-        x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+        x = _gelu(x)
     magnitude = tl.abs(x)
     # Reductions on the magnitudes' bits (non-negative floats order as integers): one max an
     # element, and no NaN semantics to trust (numpy's max, the interpreter's, mishandles
@@ -209,8 +242,8 @@ def fp8_cast_kernel(
     -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
 
     ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
-    ``gelu(x) = x / 2 * (1 + erf(x / sqrt 2))`` instead of ``x``; ``erf`` is the device's, so those
-    codes are not bit-exact against a reference.
+    GELU(x) instead of ``x``, by ``_gelu``'s approximation, so those codes are not bit-exact
+    against a reference.
     """
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)

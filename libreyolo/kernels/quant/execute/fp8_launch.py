@@ -16,9 +16,14 @@ from libreyolo.kernels.triton_launch import launch
 from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
 from .fp8_plan import CastPlan, EpiloguePlan
 
-#: Elements per program on the GPU (the fake-quant kernels' measured tile); the interpreter
-#: costs ~0.7 ms per program, so CPU runs take bigger tiles.
-GPU_TILE, INTERPRETER_TILE = 4096, 16384
+#: Elements per program on the GPU, at least one whole row for a dynamic prologue; the
+#: interpreter costs ~0.7 ms per program, so CPU runs take bigger tiles. The prologue's 2048:
+#: two 1024-element rows (fc1's input) or a static 2048-element slab at four warps took
+#: bf16 16384x1024 from 63% to 75% of a copy and the static 16384x4096 from 69% to 82%, where
+#: 4096 took them before (H200, ``fp8_prologue_sweep_v4_h200_2026-12-01.json``); a 4096-element
+#: dynamic row keeps its 4096-element program at four warps (87%). The epilogue keeps the
+#: fake-quant kernels' measured 4096.
+CAST_TILE, EPILOGUE_TILE, INTERPRETER_TILE = 2048, 4096, 16384
 MAX_BLOCK_C = 1024
 #: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);
 #: the interpreter, whose ``tl.fma`` rounds twice, divides with ``tl.div_rn``.
@@ -52,13 +57,24 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def _tile() -> int:
-    return INTERPRETER_TILE if interpreting() else GPU_TILE
+def _tile(gpu_tile: int) -> int:
+    return INTERPRETER_TILE if interpreting() else gpu_tile
 
 
 def _loaded(t: torch.Tensor) -> torch.Tensor:
     """bfloat16 is read as int16 bits (the kernels widen them by a shift)."""
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+
+
+def cast_blocks(padded_cols: int, dynamic: bool) -> tuple[int, int, int]:
+    """(rows, columns, warps) of a prologue program over rows of ``padded_cols`` codes: a dynamic
+    program holds whole rows (their amax), a static one at most ``MAX_BLOCK_C`` columns."""
+    block_c = next_power_of_2(padded_cols)
+    if not dynamic:
+        block_c = min(block_c, MAX_BLOCK_C)
+    block_r = max(1, _tile(CAST_TILE) // block_c)
+    warps = min(16, max(4, block_r * block_c // (32 * CAST_ELEMENTS_PER_THREAD)))
+    return block_r, block_c, warps
 
 
 def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
@@ -76,10 +92,7 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
     row_scale = (torch.empty if launched else torch.ones)(
         (rows, 1), dtype=torch.float32, device=x2d.device) if dynamic else None
     if launched:
-        tile = _tile()
-        block_c = next_power_of_2(padded) if dynamic else min(next_power_of_2(padded),
-                                                               MAX_BLOCK_C)
-        block_r = max(1, tile // block_c)
+        block_r, block_c, num_warps = cast_blocks(padded, dynamic)
         launch(
             fp8_cast_kernel, (cdiv(rows, block_r), cdiv(padded, block_c)),
             _loaded(x2d), row_scale if dynamic else plan.scale, codes,
@@ -88,7 +101,7 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
             BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
             FMA_DIVISION=FMA_DIVISION and not interpreting(),
             HARDWARE_E4M3=hardware_e4m3(x2d.device),
-            num_warps=min(16, max(4, block_r * block_c // (32 * CAST_ELEMENTS_PER_THREAD))),
+            num_warps=num_warps,
             enable_fp_fusion=False,
         )
     return codes.view(torch.float8_e4m3fn), row_scale
@@ -102,7 +115,7 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
     if out.numel() == 0:
         return out
     block_c = min(next_power_of_2(cols), MAX_BLOCK_C)
-    block_r = max(1, _tile() // block_c)
+    block_r = max(1, _tile(EPILOGUE_TILE) // block_c)
     grid = (cdiv(rows, block_r), cdiv(cols, block_c))
     bias = plan.bias
     launch(
