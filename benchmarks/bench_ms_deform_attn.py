@@ -43,6 +43,7 @@ of it Triton and nvcc compilation.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -326,9 +327,11 @@ def module_inputs(case, dtype, shapes, device="cuda"):
             torch.tensor([0] + [h * w for h, w in case.levels][:-1], device=device).cumsum(0))
 
 
-def profiled_steps(case, dtype, device="cuda") -> dict:
+def profiled_steps(case, dtype, device="cuda", peer: Peer | None = None) -> dict:
     """What ``profile_ms_deform_attn`` profiles for one case, the steps timed here: label ->
-    (step, our autograd backward for a forward+backward step, else None)."""
+    (step, our autograd backward for a forward+backward step, else None). With ``peer``, the
+    helper-level steps of Deformable DETR's Function and of an autograd Function doing no work
+    too, so the tables put ours, theirs and what both pay side by side."""
     backward = _MSDeformAttnFunction.backward
     inputs = make_inputs(case, dtype=dtype, device=device, seed=0)
     helper_forward, helper_forward_backward = steps(_helper, *inputs)
@@ -336,11 +339,20 @@ def profiled_steps(case, dtype, device="cuda") -> dict:
                           case.points).to(device, dtype)
     module_forward, module_forward_backward = module_steps(
         module, *module_inputs(case, dtype, inputs[1], device))
-    return {f"{case.name}: maybe_ms_deform_attn forward": (helper_forward, None),
-            f"{case.name}: maybe_ms_deform_attn forward+backward":
-                (helper_forward_backward, backward),
-            f"{case.name}: MSDeformAttn forward": (module_forward, None),
-            f"{case.name}: MSDeformAttn forward+backward": (module_forward_backward, backward)}
+    profiled = {f"{case.name}: maybe_ms_deform_attn forward": (helper_forward, None),
+                f"{case.name}: maybe_ms_deform_attn forward+backward":
+                    (helper_forward_backward, backward)}
+    if peer is not None:
+        peer_forward, peer_forward_backward = steps(_peer_function(peer, case.levels), *inputs)
+        profiled |= {
+            f"{case.name}: Deformable DETR's Function forward": (peer_forward, None),
+            f"{case.name}: Deformable DETR's Function forward+backward":
+                (peer_forward_backward, None),
+            f"{case.name}: an autograd Function doing no work, forward+backward":
+                (steps(_no_autograd_work, *inputs)[1], None)}
+    return profiled | {
+        f"{case.name}: MSDeformAttn forward": (module_forward, None),
+        f"{case.name}: MSDeformAttn forward+backward": (module_forward_backward, backward)}
 
 
 def time_graphs(fn, inputs, iters) -> dict:
@@ -620,7 +632,9 @@ def main(argv=None) -> None:
     profiled = [c for c in load_cases() if c.name in args.profile_cases]
     if profiled:  # last: the timings above ran on a quiet host
         path = args.out.with_name(f"{args.out.stem}_profile.md")
-        path.write_text(profile_cases(profiled, profiled_steps, dtype, "cuda", PROFILE_CALLS))
+        path.write_text(profile_cases(profiled, functools.partial(profiled_steps, peer=peer),
+                                      dtype, "cuda", PROFILE_CALLS,
+                                      peer=os.environ.get(PEER_VARIABLE) if peer else None))
         print(f"\nHost-time profile by owner: {path}")
 
 

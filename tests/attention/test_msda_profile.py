@@ -11,7 +11,7 @@ import pytest
 from benchmarks.profile_ms_deform_attn import Roots, classify, group_stats
 
 ROOTS = Roots(ours="/repo/libreyolo", triton="/site/triton", torch="/site/torch",
-              loop="/repo/benchmarks")
+              loop="/repo/benchmarks", peer="/repo/.peers/Deformable-DETR")
 
 
 @pytest.mark.parametrize(("func", "group"), [
@@ -26,9 +26,20 @@ ROOTS = Roots(ours="/repo/libreyolo", triton="/site/triton", torch="/site/torch"
     (("~", 0, "<built-in method builtins.isinstance>"), None),
     (("/usr/lib/python3.12/contextlib.py", 132, "__enter__"), None),
     (("/repo/libreyolo_extra/x.py", 1, "f"), None),  # a sibling folder is not ours
+    (("/repo/.peers/Deformable-DETR/models/ops/functions/ms_deform_attn_func.py", 28,
+      "forward"), "peer"),
+    (("~", 0, "<built-in method ms_deform_attn_backward of PyCapsule object at 0x7f00>"),
+     "peer"),
 ])
 def test_each_entry_is_grouped_by_its_owner(func, group):
     assert classify(func, ROOTS) == group
+
+
+def test_without_a_peer_its_python_has_no_owner():
+    alone = Roots(ours="/repo/libreyolo", triton="/site/triton", torch="/site/torch",
+                  loop="/repo/benchmarks")
+    assert classify(("/repo/.peers/Deformable-DETR/models/ops/functions/"
+                     "ms_deform_attn_func.py", 28, "forward"), alone) is None
 
 
 def entry(own: float, callers: dict) -> tuple:
