@@ -110,10 +110,12 @@ def fused_fp8_mlp(x, fc1, fc2):
     activation scales, the GELU folded into fc2's prologue: fc1's bf16 output is read once, and
     GELU, row amax and E4M3 codes come from that one read (a ViT MLP; docs/fp8_execute.md).
 
-    Not a slot and not in the conformance matrix: the fold computes GELU with the device's
-    ``erf``, so fc2's activation codes may differ from ``fp8_cast_dynamic(F.gelu(h))`` by one
-    code where GELU's last bit differs (bench_fp8.py counts them). Needs this package's own
-    prologue and GEMM (CUDA, bfloat16 x); returns None otherwise, like ``fused_fp8_linear``.
+    Not a slot and not in the conformance matrix: the fold computes GELU with its own
+    approximation (``fp8_kernels._gelu``, within 4e-6 relative of float64), so fc2's activation
+    codes may differ from ``fp8_cast_dynamic(F.gelu(h))`` by one code near a rounding boundary
+    (docs/fp8_execute.md, "Fusing the ViT MLP's GELU"; bench_fp8.py counts them). Needs this
+    package's own prologue and GEMM (CUDA, bfloat16 x); returns None otherwise, like
+    ``fused_fp8_linear``.
     """
     (w1, s1, b1), (w2, s2, b2) = fc1, fc2
     hidden = fused_fp8_linear(x, w1, s1, b1)
