@@ -146,7 +146,19 @@ def hub_unaudited_allowed() -> bool:
     return _normalized(HUB_UNAUDITED) in _TRUE
 
 
+FP8_FAST_ACCUMULATION = "LIBREYOLO_FP8_FAST_ACCUMULATION"
+
+
+def fp8_fast_accumulation() -> bool:
+    """True when ``LIBREYOLO_FP8_FAST_ACCUMULATION`` is 1/true/on/yes: the fused FP8 linear's
+    GEMMs keep their sums in the FP8 tensor cores' own accumulator throughout
+    (``torch._scaled_mm(use_fast_accum=True)``) instead of promoting them to float32, faster and
+    less accurate (docs/fp8_execute.md, "Accumulation")."""
+    return _normalized(FP8_FAST_ACCUMULATION) in _TRUE
+
+
 def in_effect() -> dict[str, str | None]:
     """The raw values of every setting, for the CLI and for parity records."""
-    variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, HUB_UNAUDITED, TRITON_INTERPRET)
+    variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, HUB_UNAUDITED, FP8_FAST_ACCUMULATION,
+                 TRITON_INTERPRET)
     return {name: os.environ.get(name) for name in variables}

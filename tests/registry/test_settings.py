@@ -93,6 +93,18 @@ def test_hub_kernels_are_on_by_default(monkeypatch, value):
     assert settings.hub_kernels_enabled() is True
 
 
+@pytest.mark.parametrize(("value", "on"), [(None, False), ("", False), ("0", False),
+                                           ("fast", False), ("1", True), (" ON", True),
+                                           ("Yes", True)])
+def test_fp8_fast_accumulation_is_opt_in(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(settings.FP8_FAST_ACCUMULATION, raising=False)
+    else:
+        monkeypatch.setenv(settings.FP8_FAST_ACCUMULATION, value)
+    assert settings.fp8_fast_accumulation() is on
+    assert settings.FP8_FAST_ACCUMULATION in settings.in_effect()
+
+
 @pytest.fixture
 def awaiting(monkeypatch):
     """Pretend ``fake_quant_fp8/triton`` awaits its GPU parity record."""

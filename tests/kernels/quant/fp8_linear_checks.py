@@ -21,7 +21,10 @@ pytestmark = MARKS
 from conformance.bounds import bounded_limit  # noqa: E402
 from conformance.catalogue.fp8_execute import GEMM_CONTRACT  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
-from libreyolo.kernels.quant.execute.fp8_linear import fused_fp8_linear  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
+    fused_fp8_linear,
+    fused_fp8_mlp,
+)
 from libreyolo.kernels.quant.execute.fp8_plan import (  # noqa: E402
     plan_fp8_cast_dynamic,
     plan_fp8_cast_static,
@@ -83,6 +86,36 @@ def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
     limit = bounded_limit(port_err, float(oracle.abs().max()), torch.finfo(dtype).eps,
                           GEMM_CONTRACT.k, GEMM_CONTRACT.floor)
     assert err <= limit, f"error {err} > bound {limit} (portable path's error {port_err})"
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["float32-accumulation", "fast-accumulation"])
+def test_fast_accumulation_is_what_the_setting_asks_of_the_gemm(fast, monkeypatch):
+    """``LIBREYOLO_FP8_FAST_ACCUMULATION`` reaches ``_scaled_mm`` as ``use_fast_accum``, for a
+    layer and for the MLP's second GEMM, and the output stays within the GEMM's bound."""
+    if fast:
+        monkeypatch.setenv("LIBREYOLO_FP8_FAST_ACCUMULATION", "1")
+    seen = []
+    scaled_mm = torch._scaled_mm
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("use_fast_accum", False))
+        return scaled_mm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    gen = torch.Generator().manual_seed(11)
+    x, codes, scale, bias = layer((48, 512), 96, gen)
+    got = fused_fp8_linear(x.to(DEVICE), codes.to(DEVICE), scale.to(DEVICE), bias.to(DEVICE))
+    portable, oracle = expected(x, codes, scale, bias, None, None)
+    err = float((got.cpu().double() - oracle).abs().max())
+    port_err = float((portable.double() - oracle).abs().max())
+    assert err <= bounded_limit(port_err, float(oracle.abs().max()),
+                                torch.finfo(torch.bfloat16).eps, GEMM_CONTRACT.k,
+                                GEMM_CONTRACT.floor)
+    _, codes2, scale2, bias2 = layer((1, 96), 64, gen)
+    mlp = fused_fp8_mlp(x.to(DEVICE), (codes.to(DEVICE), scale.to(DEVICE), bias.to(DEVICE)),
+                        (codes2.to(DEVICE), scale2.to(DEVICE), bias2.to(DEVICE)))
+    assert mlp is not None and mlp.shape == (48, 64)
+    assert seen == [fast] * 3  # the layer, then the MLP's two GEMMs
 
 
 def test_float32_activations_take_the_callers_path():

@@ -70,9 +70,11 @@ def run(plan: GemmPlan) -> torch.Tensor:
                           plan.scale_b.contiguous(), plan.bias, plan.out_dtype, plan.rowwise, n)
 
 
-def scaled_mm_cuda(a_p, b_p, scale_a, scale_b, bias, out_dtype, rowwise, n):
+def scaled_mm_cuda(a_p, b_p, scale_a, scale_b, bias, out_dtype, rowwise, n, *,
+                   fast_accumulation: bool = False):
     """``a_p`` (M, Kp) and ``b_p`` (Np, Kp) padded row-major codes; scales and bias unpadded;
-    returns the (M, n) output."""
+    returns the (M, n) output. ``fast_accumulation``: ``_scaled_mm``'s ``use_fast_accum`` (the
+    fused linear's opt-in, never the slot's: docs/fp8_execute.md, "Accumulation")."""
     m, n_p = a_p.shape[0], b_p.shape[0]
     if rowwise and out_dtype == torch.bfloat16:
         scale_b_p, bias_p = scale_b, bias
@@ -83,10 +85,12 @@ def scaled_mm_cuda(a_p, b_p, scale_a, scale_b, bias, out_dtype, rowwise, n):
                 bias_p = torch.zeros(n_p, dtype=bias.dtype, device=a_p.device)
                 bias_p[:n] = bias
         out = torch._scaled_mm(a_p, b_p.t(), scale_a=scale_a, scale_b=scale_b_p.reshape(1, n_p),
-                               bias=bias_p, out_dtype=torch.bfloat16)
+                               bias=bias_p, out_dtype=torch.bfloat16,
+                               use_fast_accum=fast_accumulation)
         return out[:, :n]
     one = torch.ones((), dtype=torch.float32, device=a_p.device)
-    acc = torch._scaled_mm(a_p, b_p.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    acc = torch._scaled_mm(a_p, b_p.t(), scale_a=one, scale_b=one, out_dtype=torch.float32,
+                           use_fast_accum=fast_accumulation)
     from .fp8_launch import epilogue
     from .fp8_plan import EpiloguePlan
 

@@ -5,6 +5,10 @@ the caller to its own path (dequantize-once bf16 or the portable forward). It en
 outside tracing/compiling/exporting, for bfloat16 activations, on shapes the measured policy
 (``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear``.
 
+``LIBREYOLO_FP8_FAST_ACCUMULATION=1`` lets this package's GEMM keep its sums in the tensor cores'
+accumulator (faster, less accurate: docs/fp8_execute.md, "Accumulation"); the GEMM slot itself,
+and any other implementation of it, always runs as the catalogue records it.
+
 Each piece is a slot and is looked up in the registry, so ``LIBREYOLO_KERNELS=slot=name`` selects
 it without dropping the others: the prologue (``fp8_cast_dynamic`` or, with ``input_scale``,
 ``fp8_cast_static``), then the GEMM (``fp8_gemm``). When the implementation that would run is this
@@ -26,6 +30,7 @@ import torch.nn.functional as F
 
 from libreyolo.capture import is_capturing
 from libreyolo.kernels import registry
+from libreyolo.kernels.settings import fp8_fast_accumulation
 
 from . import fp8_gemm
 
@@ -133,7 +138,7 @@ def fused_fp8_mlp(x, fc1, fc2):
     codes, row_scale = cast(plan, pad_to=16, gelu=True)
     out = fp8_gemm.scaled_mm_cuda(codes, padded_weight(w2), row_scale, s2,
                                   None if b2 is None else b2.to(x.dtype), x.dtype, True,
-                                  w2.shape[0])
+                                  w2.shape[0], fast_accumulation=fp8_fast_accumulation())
     return out.reshape(*x.shape[:-1], w2.shape[0])
 
 
@@ -188,5 +193,6 @@ def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
         if isinstance(impl.accepts(*args), str):
             return None
         return fp8_gemm.scaled_mm_cuda(codes, padded_weight(weight), row_scale, weight_scale,
-                                       bias, out_dtype, True, weight.shape[0])
+                                       bias, out_dtype, True, weight.shape[0],
+                                       fast_accumulation=fp8_fast_accumulation())
     return registry.dispatch("fp8_gemm", *args)
