@@ -7,36 +7,28 @@ Per shape: the rowwise-scaled FP8 GEMM with bf16 output as ``fp8_gemm`` runs it 
 accumulation, which promotes partial sums to float32) and with fast accumulation, CUDA-event
 medians with the L2 flushed, and each one's max abs error against the float64 product of the
 same dequantized operands, beside bf16 ``F.linear``'s on the unquantized operands' bf16 copies.
-A probe, not a slot: nothing here changes what ships.
+A probe, not a slot: nothing here changes what ships. (Its one run, in
+``results/fp8_fast_accum_probe_h200_2026-12-02.json``, was commit 8022986's version, which timed
+with a loop of its own, without ``bench_fake_quant``'s launch lead; it now times as
+``bench_fp8.py`` does.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fake_quant import L2_FLUSH_BYTES  # noqa: E402
+from bench_fp8 import median  # noqa: E402
+
 SHAPES = (("vitl_fc1", 16384, 1024, 4096), ("vitl_fc2", 16384, 4096, 1024),
           ("det_8192_1024_1024", 8192, 1024, 1024))
-L2_FLUSH_BYTES = 256 << 20
-
-
-def times_ms(fn, repeats: int, flush: torch.Tensor) -> float:
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(repeats):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end))
-    return statistics.median(out)
 
 
 def quantized(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,10 +50,10 @@ def probe(name: str, m: int, k: int, n: int, repeats: int, flush: torch.Tensor) 
             return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb.reshape(1, n),
                                     out_dtype=torch.bfloat16, use_fast_accum=fast)
         row[f"{label}_max_abs_err"] = float((run().double() - oracle).abs().max())
-        row[f"{label}_ms"] = times_ms(run, repeats, flush)
+        row[f"{label}_ms"] = median(run, repeats, flush)
     xb, wb = (a.float() * sa).to(torch.bfloat16), (b.float() * sb).to(torch.bfloat16)
     row["bf16_linear_max_abs_err"] = float((F.linear(xb, wb).double() - oracle).abs().max())
-    row["bf16_linear_ms"] = times_ms(lambda: F.linear(xb, wb), repeats, flush)
+    row["bf16_linear_ms"] = median(lambda: F.linear(xb, wb), repeats, flush)
     return row
 
 

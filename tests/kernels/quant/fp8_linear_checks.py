@@ -91,7 +91,7 @@ def test_fused_linear_is_within_the_gemm_bound(shape, n, static, act, dtype):
 @pytest.mark.parametrize("fast", [False, True], ids=["float32-accumulation", "fast-accumulation"])
 def test_fast_accumulation_is_what_the_setting_asks_of_the_gemm(fast, monkeypatch):
     """``LIBREYOLO_FP8_FAST_ACCUMULATION`` reaches ``_scaled_mm`` as ``use_fast_accum``, for a
-    layer and for the MLP's second GEMM, and the output stays within the GEMM's bound."""
+    layer and for both of the MLP's GEMMs, and the output stays within the GEMM's bound."""
     if fast:
         monkeypatch.setenv("LIBREYOLO_FP8_FAST_ACCUMULATION", "1")
     seen = []
