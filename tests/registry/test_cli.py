@@ -28,7 +28,7 @@ def test_json_report_covers_every_slot_and_the_settings():
     assert set(data["slots"]) == set(slot_names())
     assert set(data["settings"]) == {
         "LIBREYOLO_KERNELS", "LIBREYOLO_QUANT_KERNELS", "LIBREYOLO_HUB_KERNELS",
-        "LIBREYOLO_HUB_KERNELS_UNAUDITED", "TRITON_INTERPRET"
+        "LIBREYOLO_HUB_KERNELS_UNAUDITED", "LIBREYOLO_FP8_FAST_ACCUMULATION", "TRITON_INTERPRET"
     }
     assert data["slots"]["fake_quant_fp8"]["selected"] in {"reference", "triton"}
     assert data["slots"]["fake_quant_fp8"]["implementations"][-1]["name"] == "reference"
