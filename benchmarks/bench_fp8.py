@@ -17,7 +17,9 @@
 3. the prologue and the epilogue against a same-size device copy (bandwidth share);
 4. end to end: a ViT-L MLP at 1024 px (M = 16384, 1024 -> 4096 -> GELU -> 1024) and an
    RT-DETR-like encoder stack (input projection, FFN 256 -> 1024 -> ReLU -> 256, at M = 8400 and
-   16384): bf16, fused FP8 everywhere, and the policy (fused where it measured faster);
+   16384): bf16, fused FP8 everywhere, and the policy (fused where it measured faster); the
+   ViT-L MLP with GELU folded, as it ships (fast accumulation where K <= 1024) and with every
+   GEMM forced to float32 and to fast accumulation;
 5. a 3x3 convolution: dequantize-once bf16 vs the portable forward (why larger kernels dequantize
    once);
 6. the policy table (regions where the fused path beat bf16 by ``MARGIN``), printed and written.
@@ -27,6 +29,7 @@ Raw results go to the JSON path; markdown tables to stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -49,6 +52,7 @@ from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
     padded_weight,
 )
 from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic  # noqa: E402
+from libreyolo.kernels.settings import FP8_FAST_ACCUMULATION as FAST_ACCUMULATION  # noqa: E402
 from libreyolo.quant import fp8_execute as ref  # noqa: E402
 from libreyolo.quant.packing import pack_fp8, unpack_fp8  # noqa: E402
 
@@ -283,6 +287,11 @@ def stacks(layers: dict, repeats, flush, gen) -> list[dict]:
             row["fused_mlp_ms"] = median(mlp, repeats, flush)
             graph, _ = graph_of(mlp)
             row["fused_mlp_graph_ms"] = median(graph.replay, repeats, flush)
+            # beside the default (fast accumulation where K <= FAST_ACCUMULATION_MAX_K, so
+            # fc1's and not fc2's): every GEMM in float32 and every GEMM fast
+            for label, value in (("float32_accumulation", "0"), ("fast_accumulation", "1")):
+                with accumulation(value):
+                    row[f"fused_mlp_{label}_ms"] = median(mlp, repeats, flush)
             row["speedup_fused_mlp"] = row["bf16_ms"] / row["fused_mlp_ms"]
             row["speedup_fused_mlp_graph"] = row["bf16_graph_ms"] / row["fused_mlp_graph_ms"]
         row["speedup_fused"] = row["bf16_ms"] / row["fused_ms"]
@@ -290,6 +299,20 @@ def stacks(layers: dict, repeats, flush, gen) -> list[dict]:
         row["speedup_policy_graph"] = row["bf16_graph_ms"] / row["policy_graph_ms"]
         rows.append(row)
     return rows
+
+
+@contextlib.contextmanager
+def accumulation(value: str):
+    """``LIBREYOLO_FP8_FAST_ACCUMULATION=value`` for the block (read on each call)."""
+    before = os.environ.get(FAST_ACCUMULATION)
+    os.environ[FAST_ACCUMULATION] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[FAST_ACCUMULATION]
+        else:
+            os.environ[FAST_ACCUMULATION] = before
 
 
 def conv3x3(repeats, flush, gen) -> dict:
@@ -367,7 +390,11 @@ def main() -> None:
         if "fused_mlp_ms" in r:
             print(f"\n{r['stack']}: GELU folded into fc2's prologue: {r['fused_mlp_ms']:.4f} ms "
                   f"({r['speedup_fused_mlp']:.2f}x bf16; graph {r['fused_mlp_graph_ms']:.4f} ms, "
-                  f"{r['speedup_fused_mlp_graph']:.2f}x; target {VITL_TARGET}x)")
+                  f"{r['speedup_fused_mlp_graph']:.2f}x; target {VITL_TARGET}x); every GEMM "
+                  f"in float32 {r['fused_mlp_float32_accumulation_ms']:.4f} ms "
+                  f"({r['bf16_ms'] / r['fused_mlp_float32_accumulation_ms']:.2f}x), every GEMM "
+                  f"fast {r['fused_mlp_fast_accumulation_ms']:.4f} ms "
+                  f"({r['bf16_ms'] / r['fused_mlp_fast_accumulation_ms']:.2f}x)")
     print(f"\nconv3x3: {result['conv3x3']}")
     print("\n" + policy)
 

@@ -149,12 +149,20 @@ def hub_unaudited_allowed() -> bool:
 FP8_FAST_ACCUMULATION = "LIBREYOLO_FP8_FAST_ACCUMULATION"
 
 
-def fp8_fast_accumulation() -> bool:
-    """True when ``LIBREYOLO_FP8_FAST_ACCUMULATION`` is 1/true/on/yes: the fused FP8 linear's
-    GEMMs keep their sums in the FP8 tensor cores' own accumulator throughout
-    (``torch._scaled_mm(use_fast_accum=True)``) instead of promoting them to float32, faster and
-    less accurate (docs/fp8_execute.md, "Accumulation")."""
-    return _normalized(FP8_FAST_ACCUMULATION) in _TRUE
+def fp8_fast_accumulation() -> bool | None:
+    """Whether the fused FP8 linear's GEMMs keep their sums in the FP8 tensor cores' own
+    accumulator (``torch._scaled_mm(use_fast_accum=True)``) instead of promoting them to float32
+    (docs/fp8_execute.md, "Accumulation"), from ``LIBREYOLO_FP8_FAST_ACCUMULATION``: True for
+    1/true/on/yes (every GEMM), False for 0/false/off/no (none), None when unset, empty or
+    ``auto`` (the reduction length decides: ``fp8_linear.fast_accumulation``). Any other value
+    raises, naming the variable: a typo must not pick the accumulation silently."""
+    value = _normalized(FP8_FAST_ACCUMULATION)
+    if value is None or value == "auto":
+        return None
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    raise ValueError(f"{FP8_FAST_ACCUMULATION} must be auto, 1/true/on/yes or 0/false/off/no, "
+                     f"got {os.environ.get(FP8_FAST_ACCUMULATION)!r}")
 
 
 def in_effect() -> dict[str, str | None]:

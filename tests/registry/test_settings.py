@@ -93,16 +93,24 @@ def test_hub_kernels_are_on_by_default(monkeypatch, value):
     assert settings.hub_kernels_enabled() is True
 
 
-@pytest.mark.parametrize(("value", "on"), [(None, False), ("", False), ("0", False),
-                                           ("fast", False), ("1", True), (" ON", True),
-                                           ("Yes", True)])
-def test_fp8_fast_accumulation_is_opt_in(monkeypatch, value, on):
+@pytest.mark.parametrize(("value", "forced"), [(None, None), ("", None), ("auto", None),
+                                               (" Auto ", None), ("0", False), ("off", False),
+                                               ("No", False), ("1", True), (" ON", True),
+                                               ("Yes", True)])
+def test_fp8_fast_accumulation_is_decided_by_k_unless_forced(monkeypatch, value, forced):
     if value is None:
         monkeypatch.delenv(settings.FP8_FAST_ACCUMULATION, raising=False)
     else:
         monkeypatch.setenv(settings.FP8_FAST_ACCUMULATION, value)
-    assert settings.fp8_fast_accumulation() is on
+    assert settings.fp8_fast_accumulation() is forced
     assert settings.FP8_FAST_ACCUMULATION in settings.in_effect()
+
+
+@pytest.mark.parametrize("value", ["fast", "2", "float32"])
+def test_an_unknown_fp8_accumulation_value_is_refused_by_name(monkeypatch, value):
+    monkeypatch.setenv(settings.FP8_FAST_ACCUMULATION, value)
+    with pytest.raises(ValueError, match=f"LIBREYOLO_FP8_FAST_ACCUMULATION.*{value!r}"):
+        settings.fp8_fast_accumulation()
 
 
 @pytest.fixture

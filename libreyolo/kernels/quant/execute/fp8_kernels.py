@@ -125,7 +125,7 @@ def _gelu(x):
 
 
 @triton.jit
-def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
+def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr, ROUNDED_ONCE: tl.constexpr):
     """``magnitude / divisor`` rounded once (IEEE, as the reference's division by a tensor), for
     ``magnitude >= 0`` (inf and NaN included) and a positive per-row ``divisor`` (BLOCK_R, 1).
 
@@ -143,14 +143,17 @@ def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr):
     codes either way (their sign is x's). inf or a quotient that overflows becomes NaN in the
     residual, which the caller's ``min`` with the 448 limit turns into 448 (PTX ``min`` returns
     the operand that is not NaN; NaN inputs are replaced after). The interpreter's ``tl.fma``
-    rounds twice (numpy), so interpreted launches pass ``FMA_DIVISION=False``."""
+    rounds twice (numpy), so interpreted launches pass ``FMA_DIVISION=False``.
+    ``ROUNDED_ONCE=False`` (the GELU fold, whose GELU is an approximation anyway) keeps q0, one
+    instruction an element, within 1.5 ulps of the quotient."""
     if FMA_DIVISION:
         in_range = (divisor >= DIVISOR_LOW) & (divisor <= DIVISOR_HIGH)
         if tl.min(in_range.to(tl.int32)) != 0:
             y = tl.div_rn(tl.full(divisor.shape, 1.0, tl.float32), divisor)
             q = magnitude * y
-            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
-            q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+            if ROUNDED_ONCE:
+                q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
+                q = tl.fma(tl.fma(-divisor, q, magnitude), y, q)
         else:
             q = tl.div_rn(magnitude, divisor)
     else:
@@ -196,8 +199,8 @@ def _quantize_rows(x, r, c, rows, cols, padded_cols, scale_ptr, codes_ptr, row_s
     limit = tl.where(nonzero, E4M3_MAX, 0.0)
     sign_bit = tl.where(nonzero, 0x80, 0).to(tl.uint32)
     nan_byte = tl.where(nonzero, 0x7F, 0).to(tl.uint32)
-    quotient = tl.minimum(_quotient(magnitude, tl.where(nonzero, scale, 1.0), FMA_DIVISION),
-                          limit)
+    quotient = tl.minimum(_quotient(magnitude, tl.where(nonzero, scale, 1.0), FMA_DIVISION,
+                                    not GELU), limit)
     if HARDWARE_E4M3:
         # x's sign on the clamped quotient (none under a zero scale), so the conversion writes
         # the sign bit itself; NaN is replaced only in tiles holding one (a select on the
@@ -243,8 +246,9 @@ def fp8_cast_kernel(
     -0.0 included). A zero scale divides by 1 and clamps to 0, and masks the sign and NaN bytes.
 
     ``GELU`` (not a slot: ``fused_fp8_mlp``'s fold of the previous layer's activation) quantizes
-    GELU(x) instead of ``x``, by ``_gelu``'s approximation, so those codes are not bit-exact
-    against a reference.
+    GELU(x) instead of ``x``, by ``_gelu``'s approximation and with the quotient's first
+    product (``_quotient``'s ``ROUNDED_ONCE=False``), so those codes are not bit-exact against a
+    reference.
     """
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)

@@ -5,9 +5,11 @@ the caller to its own path (dequantize-once bf16 or the portable forward). It en
 outside tracing/compiling/exporting, for bfloat16 activations, on shapes the measured policy
 (``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear``.
 
-``LIBREYOLO_FP8_FAST_ACCUMULATION=1`` lets this package's GEMM keep its sums in the tensor cores'
-accumulator (faster, less accurate: docs/fp8_execute.md, "Accumulation"); the GEMM slot itself,
-and any other implementation of it, always runs as the catalogue records it.
+This package's GEMM keeps its sums in the tensor cores' accumulator (faster) where K is at most
+``FAST_ACCUMULATION_MAX_K``, where that stays more accurate than bf16 ``F.linear``, and promotes
+them to float32 above it; ``LIBREYOLO_FP8_FAST_ACCUMULATION`` forces either (docs/fp8_execute.md,
+"Accumulation"). The GEMM slot itself, and any other implementation of it, always runs as the
+catalogue records it.
 
 Each piece is a slot and is looked up in the registry, so ``LIBREYOLO_KERNELS=slot=name`` selects
 it without dropping the others: the prologue (``fp8_cast_dynamic`` or, with ``input_scale``,
@@ -36,6 +38,11 @@ from . import fp8_gemm
 
 POLICY_FILE = Path(__file__).with_name("fp8_policy.toml")
 ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
+#: The longest reduction whose GEMM keeps its sums in the FP8 tensor cores' own accumulator by
+#: default: up to here its error against float64 measured below bf16 ``F.linear``'s on the same
+#: operands, above it not (H200, ``benchmarks/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
+#: "Accumulation").
+FAST_ACCUMULATION_MAX_K = 1024
 #: id(weight) -> (a weak reference to it, its version, the padded copy); dropped with the weight
 _padded_weights: dict[int, tuple] = {}
 
@@ -138,8 +145,16 @@ def fused_fp8_mlp(x, fc1, fc2):
     codes, row_scale = cast(plan, pad_to=16, gelu=True)
     out = fp8_gemm.scaled_mm_cuda(codes, padded_weight(w2), row_scale, s2,
                                   None if b2 is None else b2.to(x.dtype), x.dtype, True,
-                                  w2.shape[0], fast_accumulation=fp8_fast_accumulation())
+                                  w2.shape[0], fast_accumulation=fast_accumulation(w2.shape[1]))
     return out.reshape(*x.shape[:-1], w2.shape[0])
+
+
+def fast_accumulation(k: int) -> bool:
+    """Whether this package's GEMM over a reduction of length ``k`` runs with fast accumulation:
+    as ``LIBREYOLO_FP8_FAST_ACCUMULATION`` forces it, else where ``k`` is at most
+    ``FAST_ACCUMULATION_MAX_K``."""
+    forced = fp8_fast_accumulation()
+    return k <= FAST_ACCUMULATION_MAX_K if forced is None else forced
 
 
 def _first(op: str):
@@ -194,5 +209,5 @@ def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
             return None
         return fp8_gemm.scaled_mm_cuda(codes, padded_weight(weight), row_scale, weight_scale,
                                        bias, out_dtype, True, weight.shape[0],
-                                       fast_accumulation=fp8_fast_accumulation())
+                                       fast_accumulation=fast_accumulation(k))
     return registry.dispatch("fp8_gemm", *args)
