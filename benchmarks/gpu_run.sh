@@ -6,8 +6,8 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
-#     sweep-fp8 timestamps-msda (default: all but hub, the sweeps and timestamps-msda, in that
-#     order)
+#     sweep-fp8 probe-fp8 timestamps-msda (default: all but hub, the sweeps, probe-fp8 and
+#     timestamps-msda, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends.
@@ -217,6 +217,10 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             --policy "$OUT/fp8_policy.toml" ;;
     sweep-fp8)
         run sweep-fp8 150 python3 benchmarks/sweep_fp8_prologue.py "$OUT/sweep_fp8_prologue.json" ;;
+    probe-fp8)
+        # fast against float32 accumulation in the FP8 GEMM: time and error, and the K sweep
+        # behind fp8_linear.FAST_ACCUMULATION_MAX_K
+        run probe-fp8 120 python3 benchmarks/probe_fp8_fast_accum.py "$OUT/fp8_fast_accum_probe.json" ;;
     bench-finalized)
         run bench-finalized 240 python3 benchmarks/bench_finalized.py "$OUT/bench_finalized.json" ;;
     finalized)
