@@ -18,8 +18,9 @@
 4. end to end: a ViT-L MLP at 1024 px (M = 16384, 1024 -> 4096 -> GELU -> 1024) and an
    RT-DETR-like encoder stack (input projection, FFN 256 -> 1024 -> ReLU -> 256, at M = 8400 and
    16384): bf16, fused FP8 everywhere, and the policy (fused where it measured faster); the
-   ViT-L MLP with GELU folded, as it ships (fast accumulation where K <= 1024) and with every
-   GEMM forced to float32 and to fast accumulation;
+   ViT-L MLP with GELU folded, as it ships (fast accumulation where K <= 1024), as a finalized
+   model runs it (``FinalizedMLP``), and with every GEMM forced to float32 and to fast
+   accumulation;
 5. a 3x3 convolution: dequantize-once bf16 vs the portable forward (why larger kernels dequantize
    once);
 6. the policy table (regions where the fused path beat bf16 by ``MARGIN``), printed and written.
@@ -53,6 +54,7 @@ from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
 )
 from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic  # noqa: E402
 from libreyolo.kernels.settings import FP8_FAST_ACCUMULATION as FAST_ACCUMULATION  # noqa: E402
+from libreyolo.nn import FinalizedLinear, FinalizedMLP  # noqa: E402
 from libreyolo.quant import fp8_execute as ref  # noqa: E402
 from libreyolo.quant.packing import pack_fp8, unpack_fp8  # noqa: E402
 
@@ -287,6 +289,11 @@ def stacks(layers: dict, repeats, flush, gen) -> list[dict]:
             row["fused_mlp_ms"] = median(mlp, repeats, flush)
             graph, _ = graph_of(mlp)
             row["fused_mlp_graph_ms"] = median(graph.replay, repeats, flush)
+            # the same path as a finalized model runs it: FinalizedMLP over two FinalizedLinear
+            model = FinalizedMLP(finalized_linear(w1, s1, b1), finalized_linear(w2, s2, b2))
+            with torch.no_grad():
+                row["finalized_mlp_ms"] = median(lambda model=model, x0=x0: model(x0), repeats,
+                                                 flush)
             # beside the default (fast accumulation where K <= FAST_ACCUMULATION_MAX_K, so
             # fc1's and not fc2's): every GEMM in float32 and every GEMM fast
             for label, value in (("float32_accumulation", "0"), ("fast_accumulation", "1")):
@@ -299,6 +306,14 @@ def stacks(layers: dict, repeats, flush, gen) -> list[dict]:
         row["speedup_policy_graph"] = row["bf16_graph_ms"] / row["policy_graph_ms"]
         rows.append(row)
     return rows
+
+
+def finalized_linear(codes, scale, bias) -> FinalizedLinear:
+    """A finalized FP8 layer (dynamic activation scales) holding these codes, scale and bias."""
+    layer = FinalizedLinear(codes.shape[1], codes.shape[0], weight="fp8",
+                            activation="fp8_dynamic", device=codes.device)
+    layer.load_state_dict({"codes": codes, "scale": scale, "bias": bias.float()})
+    return layer
 
 
 @contextlib.contextmanager
@@ -390,7 +405,9 @@ def main() -> None:
         if "fused_mlp_ms" in r:
             print(f"\n{r['stack']}: GELU folded into fc2's prologue: {r['fused_mlp_ms']:.4f} ms "
                   f"({r['speedup_fused_mlp']:.2f}x bf16; graph {r['fused_mlp_graph_ms']:.4f} ms, "
-                  f"{r['speedup_fused_mlp_graph']:.2f}x; target {VITL_TARGET}x); every GEMM "
+                  f"{r['speedup_fused_mlp_graph']:.2f}x; target {VITL_TARGET}x); as "
+                  f"FinalizedMLP {r['finalized_mlp_ms']:.4f} ms "
+                  f"({r['bf16_ms'] / r['finalized_mlp_ms']:.2f}x); every GEMM "
                   f"in float32 {r['fused_mlp_float32_accumulation_ms']:.4f} ms "
                   f"({r['bf16_ms'] / r['fused_mlp_float32_accumulation_ms']:.2f}x), every GEMM "
                   f"fast {r['fused_mlp_fast_accumulation_ms']:.4f} ms "

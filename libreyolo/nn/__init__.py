@@ -7,12 +7,13 @@ from .attention import (
     TinyViTAttention,
     WindowAttention,
 )
-from .finalized import FinalizedConv2d, FinalizedLinear
+from .finalized import FinalizedConv2d, FinalizedLinear, FinalizedMLP
 from .ms_deform_attn import MSDeformAttn
 
 __all__ = [
     "FinalizedConv2d",
     "FinalizedLinear",
+    "FinalizedMLP",
     "MSDeformAttn",
     "QKVAttention",
     "SeparateProjAttention",

@@ -15,6 +15,12 @@ import os
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
+
+from libreyolo.kernels.quant.execute.fp8_linear import fused_fp8_mlp
+from libreyolo.nn import FinalizedLinear, FinalizedMLP
+from libreyolo.nn.finalized import mlp
 
 from .finalized_cases import FORMATS, LAYERS, finalize, oracle
 from .test_finalized_forward import assert_same_bits
@@ -106,3 +112,73 @@ def test_a_cuda_graph_replays_the_eager_forward_and_nothing_synchronizes(fmt):
         static_x.copy_(fresh)
         graph.replay()
         assert_same_bits(static_y.cpu(), finalized(fresh).cpu())
+
+
+# -- FinalizedMLP: the folded FP8 path where the policy engages both layers ----------------------
+
+#: ViT-L's MLP at 1024 px, where the H200's policy engages both layers, and the same layers at
+#: 300 rows, where it engages neither.
+VITL_MLP, FEW_ROWS = 16384, 300
+
+
+def vitl_mlp():
+    torch.manual_seed(0)
+    fc1, fc2 = (FinalizedLinear.from_float(nn.Linear(i, o), "fp8", "fp8_dynamic").cuda()
+                for i, o in ((1024, 4096), (4096, 1024)))
+    return FinalizedMLP(fc1, fc2), fc1, fc2
+
+
+def operands(layer):
+    return layer.codes, layer.scale, layer.bias
+
+
+def rms(t):
+    return float(t.double().square().mean().sqrt())
+
+
+def test_the_mlp_folds_where_the_policy_engages_both_layers_and_nowhere_else():
+    """At ViT-L's rows the module's output is ``fused_fp8_mlp``'s bit for bit, and its layers'
+    path differs from it only where the fold's GELU puts a code on the other side of a rounding
+    boundary (a few thousand of 67M codes: well under 1e-3 of the output's RMS); at 300 rows it
+    is its layers' path bit for bit."""
+    model, fc1, fc2 = vitl_mlp()
+    with torch.no_grad():
+        for rows in (VITL_MLP, FEW_ROWS):
+            x = torch.randn((rows, 1024), device="cuda").to(torch.bfloat16)
+            got, layers = model(x), fc2(F.gelu(fc1(x)))
+            if rows == VITL_MLP:
+                assert_same_bits(got.cpu(), fused_fp8_mlp(x, operands(fc1), operands(fc2)).cpu())
+                assert rms(got - layers) <= 1e-3 * rms(layers)
+            else:
+                assert_same_bits(got.cpu(), layers.cpu())
+
+
+def test_the_folded_mlp_replays_in_a_cuda_graph_and_nothing_synchronizes():
+    model, _, _ = vitl_mlp()
+    static_x = torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(stream):
+        for _ in range(2):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.no_grad():
+        in_steady_state(lambda: model(static_x))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = model(static_x)
+        fresh = torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
+        static_x.copy_(fresh)
+        graph.replay()
+        assert_same_bits(static_y.cpu(), model(fresh).cpu())
+
+
+def test_a_traced_mlp_never_asks_for_the_folded_path(monkeypatch):
+    def folded():
+        raise AssertionError("a capture must hold the layers' portable math")
+
+    monkeypatch.setattr(mlp, "_fp8_mlp", folded)
+    model, _, _ = vitl_mlp()
+    x = torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
+    with torch.no_grad():
+        torch.jit.trace(model, x, check_trace=False)

@@ -5,6 +5,8 @@ checkpoint loads and runs anywhere.
 """
 
 from .formats import ACTIVATION_FORMATS, WEIGHT_FORMATS
+from .mlp import FinalizedMLP
 from .modules import FinalizedConv2d, FinalizedLinear
 
-__all__ = ["ACTIVATION_FORMATS", "WEIGHT_FORMATS", "FinalizedConv2d", "FinalizedLinear"]
+__all__ = ["ACTIVATION_FORMATS", "WEIGHT_FORMATS", "FinalizedConv2d", "FinalizedLinear",
+           "FinalizedMLP"]

@@ -70,6 +70,19 @@ def engages(m: int, n: int, k: int) -> bool:
     return False
 
 
+def _policy_engages(x, *weights) -> bool:
+    """Whether ``x`` may take a fused path through the layers of ``weights`` ((N, K) codes, in
+    order): CUDA bfloat16 activations, eager (not tracing/exporting/compiling), no autograd, a
+    device the policy was measured on, and every layer's (M, N, K) in one of its regions."""
+    if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
+        return False
+    if is_capturing() or x.requires_grad or not _measured_device(x.device.index or 0):
+        return False
+    k = x.shape[-1]
+    m = x.numel() // k if k else 0
+    return all(engages(m, *weight.shape) for weight in weights)
+
+
 def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
     """x: (..., K) float16/bfloat16/float32 activations; weight: (N, K) float8_e4m3fn codes;
     weight_scale: float32 (N,) per-output-channel; bias: (N,) or None; input_scale: float32 ()
@@ -79,16 +92,20 @@ def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activati
     Returns the (..., N) output in x.dtype, or None when the fused path does not engage here
     (not CUDA, tracing/exporting/compiling, policy says bf16 is faster, no implementation takes
     the input) so the caller takes its own path."""
-    if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
-        return None
-    if is_capturing() or x.requires_grad:
-        return None
-    k, n = x.shape[-1], weight.shape[0]
-    m = x.numel() // k if k else 0
-    if not _measured_device(x.device.index or 0) or not engages(m, n, k):
+    if not _policy_engages(x, weight):
         return None
     return fused_fp8_linear(x, weight, weight_scale, bias, input_scale=input_scale,
                             activation=activation)
+
+
+def fp8_mlp(x, fc1, fc2):
+    """``fused_fp8_mlp`` where the policy engages both of its layers, under ``fp8_linear``'s
+    conditions (there the fold only saves fc1's GELU pass and a read of its output); None
+    sends the caller to its layers' own path. ``fc1``, ``fc2``: ``(weight, weight_scale,
+    bias)`` of two FP8 layers with dynamic activation scales."""
+    if not _policy_engages(x, fc1[0], fc2[0]):
+        return None
+    return fused_fp8_mlp(x, fc1, fc2)
 
 
 def fused_fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
