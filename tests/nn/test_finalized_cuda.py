@@ -136,11 +136,22 @@ def rms(t):
     return float(t.double().square().mean().sqrt())
 
 
+def float64_mlp(x, fc1, fc2):
+    """The MLP the finalized layers hold, in float64: dequantized weights, exact GELU, and no
+    activation quantization."""
+    def linear(h, layer):
+        weight = layer.codes.double() * layer.scale.double().reshape(-1, 1)
+        return F.linear(h, weight, layer.bias.double())
+
+    return linear(F.gelu(linear(x.double(), fc1)), fc2)
+
+
 def test_the_mlp_folds_where_the_policy_engages_both_layers_and_nowhere_else():
-    """At ViT-L's rows the module's output is ``fused_fp8_mlp``'s bit for bit, and its layers'
-    path differs from it only where the fold's GELU puts a code on the other side of a rounding
-    boundary (a few thousand of 67M codes: well under 1e-3 of the output's RMS); at 300 rows it
-    is its layers' path bit for bit."""
+    """At ViT-L's rows the module's output is ``fused_fp8_mlp``'s bit for bit. It is not its
+    layers' output: the fold quantizes GELU's float32 result, where the layers round it to
+    bfloat16 first, so fc2's row scales and some of its codes differ (about 1.5% of the output's
+    RMS on the H200). The fold skips a rounding, so it must be at least as close to the float64
+    MLP as the layers are. At 300 rows it is its layers' path bit for bit."""
     model, fc1, fc2 = vitl_mlp()
     with torch.no_grad():
         for rows in (VITL_MLP, FEW_ROWS):
@@ -148,7 +159,9 @@ def test_the_mlp_folds_where_the_policy_engages_both_layers_and_nowhere_else():
             got, layers = model(x), fc2(F.gelu(fc1(x)))
             if rows == VITL_MLP:
                 assert_same_bits(got.cpu(), fused_fp8_mlp(x, operands(fc1), operands(fc2)).cpu())
-                assert rms(got - layers) <= 1e-3 * rms(layers)
+                exact = float64_mlp(x, fc1, fc2)
+                folded_error, layers_error = rms(got - exact), rms(layers - exact)
+                assert folded_error <= layers_error, (folded_error, layers_error)
             else:
                 assert_same_bits(got.cpu(), layers.cpu())
 
