@@ -51,3 +51,31 @@ def test_an_unknown_activation_is_refused_naming_it():
     with pytest.raises(ValueError, match="activation"):
         fused_fp8_linear(x, torch.zeros((16, 32), dtype=torch.float8_e4m3fn), torch.ones(16),
                          activation="tanh")
+
+
+def test_what_is_made_of_a_layers_tensor_is_kept_until_it_changes_in_place_or_goes():
+    made = []
+
+    def cast(t):
+        made.append(t)
+        return t.to(torch.bfloat16)
+
+    bias = torch.randn(8)
+    first = module._made_once(bias, torch.bfloat16, cast)
+    assert module._made_once(bias, torch.bfloat16, cast) is first and len(made) == 1
+    bias.add_(1)
+    again = module._made_once(bias, torch.bfloat16, cast)
+    assert len(made) == 2 and torch.equal(again, bias.to(torch.bfloat16))
+    key = (id(bias), torch.bfloat16)
+    del bias, made[:]
+    assert key not in module._kept
+
+
+def test_an_inference_tensor_is_made_again_on_every_call():
+    """It has no version counter, so nothing could tell a kept copy is stale."""
+    with torch.inference_mode():
+        bias = torch.randn(8)
+    made = []
+    for _ in range(2):
+        module._made_once(bias, torch.bfloat16, lambda t: made.append(t) or t.to(torch.bfloat16))
+    assert len(made) == 2 and (id(bias), torch.bfloat16) not in module._kept
