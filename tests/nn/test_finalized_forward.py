@@ -145,7 +145,8 @@ def test_a_loaded_zero_point_is_the_one_the_forward_uses():
 def test_the_kept_weight_is_refreshed_by_every_change_of_the_buffers(monkeypatch):
     """The dequantize-once mechanism (what the eager CUDA forward uses; driven directly here, and
     through the forward in test_finalized_cuda.py): one dequantization per dtype and buffer
-    state, another after an in-place write, a load, a move, or a replaced buffer."""
+    state, the bias's included, another after an in-place write, a load, a move, or a replaced
+    buffer."""
     spec, layer = FORMATS["nvfp4"], LAYERS["linear"]
     _, finalized = finalize(spec, layer)
     _, other = finalize(spec, layer, seed=5)
@@ -155,21 +156,41 @@ def test_the_kept_weight_is_refreshed_by_every_change_of_the_buffers(monkeypatch
                         lambda dtype: calls.append(dtype) or dequantize(dtype))
     kept = finalized._dequantized(torch.float32)
     assert finalized._dequantized(torch.float32) is kept and len(calls) == 1
-    assert finalized._dequantized(torch.bfloat16).dtype == torch.bfloat16 and len(calls) == 2
+    weight, bias = finalized._dequantized(torch.bfloat16)
+    assert weight.dtype == bias.dtype == torch.bfloat16 and len(calls) == 2
     finalized.load_state_dict(other.state_dict())
-    assert_same_bits(finalized._dequantized(torch.float32), other._dequantize(torch.float32))
-    assert len(calls) == 3
+    weight, bias = finalized._dequantized(torch.float32)
+    assert_same_bits(weight, other._dequantize(torch.float32))
+    assert_same_bits(bias, other.bias) and len(calls) == 3
     finalized.tensor_scale.mul_(2)
     finalized._dequantized(torch.float32)
     assert len(calls) == 4
+    finalized.bias.add_(1)
+    assert_same_bits(finalized._dequantized(torch.float32)[1], finalized.bias)
+    assert len(calls) == 5
     finalized.to("cpu", torch.float16)  # a module cast: the contract's buffers keep their dtypes
     finalized._dequantized(torch.float32)
-    assert len(calls) == 5
+    assert len(calls) == 6
     finalized.codes = other.codes.clone()
     finalized._dequantized(torch.float32)
-    assert len(calls) == 6
+    assert len(calls) == 7
     finalized._dequantized(torch.float32)
-    assert len(calls) == 6
+    assert len(calls) == 7
+
+
+def test_a_layer_built_under_inference_mode_is_dequantized_on_every_call(monkeypatch):
+    """Inference tensors have no version counter, so nothing could tell a kept weight is stale."""
+    spec, layer = FORMATS["nvfp4"], LAYERS["linear"]
+    with torch.inference_mode():
+        _, finalized = finalize(spec, layer)
+    calls = []
+    dequantize = finalized._dequantize
+    monkeypatch.setattr(finalized, "_dequantize",
+                        lambda dtype: calls.append(dtype) or dequantize(dtype))
+    with torch.inference_mode():
+        first, again = (finalized._dequantized(torch.float32) for _ in range(2))
+    assert len(calls) == 2 and finalized._cache is None
+    assert_same_bits(first[0], again[0])
 
 
 @pytest.mark.parametrize("weight, activation, qmax, calibration", [

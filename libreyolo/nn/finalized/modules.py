@@ -12,7 +12,8 @@ The forward is inference only (no backward through the quantizers; use it under
   ``torch.export``, ``torch.compile``) ever sees: no triton and no CUDA needed;
 - eager on CUDA: for weight 'fp8' on a Linear or a 1x1 Conv2d, the fused FP8 GEMM where its
   measured policy engages it (``_fused``), else the same math with the
-  weight dequantized once per dtype and kept (``_dequantized``) until a buffer changes, which
+  weight dequantized once per dtype and kept with the cast bias (``_dequantized``) until a
+  buffer changes, which
   costs the dense weight's memory in that dtype on top of the packed bytes.
 """
 
@@ -192,8 +193,10 @@ class _Finalized(nn.Module):
             fused = self._fused(x)
             if fused is not None:
                 return fused
-        weight = self._dequantized(x.dtype) if eager_cuda else self._dequantize(x.dtype)
-        bias = None if self.bias is None else self.bias.to(x.dtype)
+        if eager_cuda:
+            weight, bias = self._dequantized(x.dtype)
+        else:
+            weight, bias = self._dequantize(x.dtype), self._bias_as(x.dtype)
         return self._layer(self._quantize_input(x), weight, bias)
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor | None:
@@ -247,23 +250,33 @@ class _Finalized(nn.Module):
         unpacked = self._format.unpack(buffers, self._cols, self._options, dtype)
         return unpacked if self._format.per_channel else self._weight_of_matrix(unpacked)
 
-    def _dequantized(self, dtype: torch.dtype) -> torch.Tensor:
-        """``_dequantize(dtype)`` kept until a buffer changes (in place, by loading or replacing
-        it) or the layer moves; the check reads no device data. Inference tensors have no version
-        counter and a weight first seen inside a CUDA graph capture must not be kept (its memory
-        is the graph's), so those are dequantized on every call."""
-        buffers = tuple(getattr(self, name) for name in self._layout)
-        if any(t.is_inference() for t in buffers):
-            return self._dequantize(dtype)
-        key = (dtype, buffers, tuple(t._version for t in buffers))
+    def _bias_as(self, dtype: torch.dtype) -> torch.Tensor | None:
+        return None if self.bias is None else self.bias.to(dtype)
+
+    def _dequantized(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(weight, bias)`` in ``dtype``: ``_dequantize(dtype)`` and the cast bias, kept until a
+        buffer changes (in place, by loading or replacing it) or the layer moves; the check reads
+        no device data. The bias is kept with the weight because casting it on every call was a
+        kernel launch of its own (about 2 µs of GPU time and more of the host's on the H200: a
+        third of a 4800x256 layer's graph replay). Inference tensors have no version counter and
+        a weight first seen inside a CUDA graph capture must not be kept (its memory is the
+        graph's), so those are made on every call."""
+        buffers = self._buffers
+        tensors = tuple(buffers[name] for name in self._layout)
+        if buffers["bias"] is not None:
+            tensors += (buffers["bias"],)
+        try:
+            versions = tuple(t._version for t in tensors)
+        except RuntimeError:  # an inference tensor: no version counter
+            return self._dequantize(dtype), self._bias_as(dtype)
         cached = self._cache
-        if cached is not None and cached[0][0] == key[0] and cached[0][2] == key[2] and all(
-                a is b for a, b in zip(cached[0][1], key[1], strict=True)):
-            return cached[1]
-        weight = self._dequantize(dtype)
+        if cached is not None and cached[0] == dtype and cached[2] == versions and all(
+                a is b for a, b in zip(cached[1], tensors, strict=True)):
+            return cached[3]
+        made = self._dequantize(dtype), self._bias_as(dtype)
         if not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
-            self._cache = (key, weight)
-        return weight
+            self._cache = (dtype, tensors, versions, made)
+        return made
 
     def extra_repr(self) -> str:
         options = "".join(f", {k}={val}" for k, val in self._options.items())
