@@ -3,7 +3,7 @@
 A module of its own because, on CUDA, two FP8 layers around GELU run faster as one path than as
 two: GELU folded into fc2's prologue (``fp8_mlp``), fc1's output read once for GELU, the row amax
 and fc2's codes, where two fused layers need a GELU pass between them (the ViT-L MLP at 1024 px
-on the H200: 1.43x bf16 against 1.18x; docs/performance.md, "FP8 linear"). Everywhere else it is
+on the H200: 1.43x bf16 against 1.17x; docs/performance.md, "FP8 linear"). Everywhere else it is
 exactly its two layers' forwards with the activation between them.
 """
 
@@ -31,9 +31,11 @@ class FinalizedMLP(nn.Module):
     Eager on CUDA, with 'gelu' between two layers of weight 'fp8' with dynamic activation scales
     ('fp8_dynamic'), the folded path runs where the FP8 policy engages both layers
     (``_fused``). fc2's codes then come from the fold's own GELU (within 1e-5 relative of
-    exact; docs/fp8_execute.md, "Fusing the ViT MLP's GELU"), so that output is not bit-equal to
-    the layers' path. Otherwise (CPU, any capture or export, other formats or activations, the
-    policy's other shapes): ``fc2(act(fc1(x)))``, each layer taking its own path.
+    exact), quantized from float32 where the layers' path rounds GELU's output to bf16 first, so
+    that output is not the layers' bit for bit; it is at least as close to the float64 MLP
+    (docs/fp8_execute.md, "Fusing the ViT MLP's GELU"). Otherwise (CPU, any capture or export,
+    other formats or activations, the policy's other shapes): ``fc2(act(fc1(x)))``, each layer
+    taking its own path.
     """
 
     def __init__(self, fc1: FinalizedLinear, fc2: FinalizedLinear, activation: str = "gelu"):

@@ -11,10 +11,9 @@ The forward is inference only (no backward through the quantizers; use it under
   parity oracle, what runs on the CPU, and all a graph capture (ONNX export, ``torch.jit.trace``,
   ``torch.export``, ``torch.compile``) ever sees: no triton and no CUDA needed;
 - eager on CUDA: for weight 'fp8' on a Linear or a 1x1 Conv2d, the fused FP8 GEMM where its
-  measured policy engages it (``_fused``), else the same math with the
-  weight dequantized once per dtype and kept with the cast bias (``_dequantized``) until a
-  buffer changes, which
-  costs the dense weight's memory in that dtype on top of the packed bytes.
+  measured policy engages it (``_fused``), else the same math with the weight dequantized once
+  per dtype and kept with the cast bias (``_dequantized``) until a buffer changes, which costs
+  the dense weight's memory in that dtype on top of the packed bytes.
 """
 
 from __future__ import annotations
