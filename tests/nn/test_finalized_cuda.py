@@ -93,26 +93,32 @@ def in_steady_state(step):
         torch.cuda.set_sync_debug_mode("default")
 
 
+def assert_a_graph_replays_the_eager_forward(module, static_x, fresh):
+    """Warm up on a side stream (compiles kernels, reads a static scale once, keeps the weight),
+    check that a steady-state call never synchronizes, capture one call, replay it on ``fresh``
+    copied into the static input: the eager forward's bits."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(stream):
+        for _ in range(2):
+            module(static_x)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.no_grad():
+        in_steady_state(lambda: module(static_x))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = module(static_x)
+        static_x.copy_(fresh)
+        graph.replay()
+        assert_same_bits(static_y.cpu(), module(fresh).cpu())
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_cuda_graph_replays_the_eager_forward_and_nothing_synchronizes(fmt):
     layer = LAYERS["conv1x1"] if fmt.startswith("fp8") else LAYERS["linear"]
     _, finalized = finalize(FORMATS[fmt], layer, device="cuda")
-    static_x = layer.x(device="cuda")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up: compiles kernels, reads a static scale once, keeps the weight
-            finalized(static_x)
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.no_grad():
-        in_steady_state(lambda: finalized(static_x))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = finalized(static_x)
-        fresh = layer.x(seed=3, device="cuda")
-        static_x.copy_(fresh)
-        graph.replay()
-        assert_same_bits(static_y.cpu(), finalized(fresh).cpu())
+    assert_a_graph_replays_the_eager_forward(finalized, layer.x(device="cuda"),
+                                             layer.x(seed=3, device="cuda"))
 
 
 # -- FinalizedMLP: the folded FP8 path where the policy engages both layers ----------------------
@@ -171,22 +177,9 @@ def test_the_mlp_folds_where_the_policy_engages_both_layers_and_nowhere_else():
 
 def test_the_folded_mlp_replays_in_a_cuda_graph_and_nothing_synchronizes():
     model, _, _ = vitl_mlp()
-    static_x = torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(stream):
-        for _ in range(2):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.no_grad():
-        in_steady_state(lambda: model(static_x))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = model(static_x)
-        fresh = torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
-        static_x.copy_(fresh)
-        graph.replay()
-        assert_same_bits(static_y.cpu(), model(fresh).cpu())
+    static_x, fresh = (torch.randn((VITL_MLP, 1024), device="cuda").to(torch.bfloat16)
+                       for _ in range(2))
+    assert_a_graph_replays_the_eager_forward(model, static_x, fresh)
 
 
 def test_a_traced_mlp_never_asks_for_the_folded_path(monkeypatch):
