@@ -147,7 +147,8 @@ def fused_fp8_mlp(x, fc1, fc2):
     """
     (w1, s1, b1), (w2, s2, b2) = fc1, fc2
     hidden = fused_fp8_linear(x, w1, s1, b1)
-    if hidden is None or _first("fp8_gemm") is None or _first("fp8_gemm").name != "scaled_mm":
+    gemm = _first("fp8_gemm")
+    if hidden is None or gemm is None or gemm.name != "scaled_mm":
         return None
     impl = _first("fp8_cast_dynamic")
     h2d = hidden.reshape(-1, hidden.shape[-1])
