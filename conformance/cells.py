@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance import contracts, declarations
+from conformance import contracts, declarations, disabled
 from conformance.catalogue.spec import Case, ErrorInput, Inputs, SlotSpec
 from conformance.layouts import storage_snapshot
 from conformance.matrix import Cell
@@ -84,6 +84,8 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     """The cell's verdict; `inputs` (CPU) overrides the seeded ones, for replays."""
     cell = Cell(plan.slot, plan.impl, plan.mode, plan.dtype_name,
                 f"{plan.case.name}@{plan.layout}", plan.case.size, "pass")
+    if (failed := disabled.reason(spec.name, plan.impl)) is not None:
+        return _disabled(cell, failed)
     impl = declarations.implementation(spec.name, plan.impl)
     declared = impl.capabilities if impl is not None else None
     if declared is not None and (outside := declared.mode_decline(plan.mode)):
@@ -114,13 +116,18 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     leaves = [impl_inputs.args[i].requires_grad_(True) for i in impl_inputs.grad_args
               ] if differentiable else []
     start = time.perf_counter()
+    healthy = disabled.snapshot()
     try:
         out = _call(impl.fn, impl_inputs, plan.mode)
         if device == "cuda":
             torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - any exception on a valid input is a crash
         return _crashed(cell, exc)
+    finally:
+        disabled.note(healthy, f"cell {plan.id}")
     cell.seconds = time.perf_counter() - start
+    if (failed := disabled.reason(spec.name, plan.impl)) is not None:
+        return _disabled(cell, failed)  # its call failed inside and another answered for it
     want = expected(spec, plan, inputs)
     try:
         _judge(verdict, spec, plan, out, leaves, want, device)
@@ -134,6 +141,11 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
     if verdict.failed:
         cell.state, cell.reason = "fail", "; ".join(verdict.messages)
+    return cell
+
+
+def _disabled(cell: Cell, reason: str) -> Cell:
+    cell.state, cell.failed_checks, cell.reason = "fail", [disabled.CHECK], reason
     return cell
 
 
@@ -303,6 +315,8 @@ def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
     error = plan.error
     cell = Cell(plan.slot, plan.impl, plan.mode, "any", f"error:{error.name}", "small", "pass",
                 origin="errors")
+    if (failed := disabled.reason(spec.name, plan.impl)) is not None:
+        return _disabled(cell, failed)
     device = "cuda" if plan.mode in GPU_MODES else "cpu"
     inputs = error.build(device, "cpu" if device == "cuda" else "meta")
     impl = declarations.implementation(spec.name, plan.impl)

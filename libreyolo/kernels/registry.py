@@ -498,6 +498,13 @@ def active() -> dict[str, str]:
     }
 
 
+def failures() -> dict[tuple[str, str], str]:
+    """``(slot, name)`` of every implementation disabled after a failure in this process, with
+    what failed (the conformance suite fails every later cell of one)."""
+    with _lock:
+        return {(impl.op, impl.name): what for impl, what in _failures.items()}
+
+
 def _disable(impl: Implementation, what: str) -> None:
     with _lock:
         if impl in _failures or impl not in _impls[impl.op]:
