@@ -8,14 +8,18 @@ run tests.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
 import sys
+import time
+
+from collections import Counter
 
 import pytest
 
-from conformance import matrix, strategies
+from conformance import matrix, plain_run, strategies
 from conformance.plan import RunOptions, all_registered_names
 from conformance.recorder import Recorder
 from conformance.records import RECORD_PROFILE
@@ -26,6 +30,8 @@ __all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
 
 CELL_PROPERTY = "conformance_cell"
 CONTROL_PROPERTY = "conformance_negative_control"
+GPU_PROPERTY = "conformance_gpu"
+GPU_MODES = ("cuda", "cuda-graph")
 OPTIONS_KEY = pytest.StashKey[RunOptions]()
 
 
@@ -92,6 +98,20 @@ def _record_refusal(config) -> str | None:
     run = options(config)
     if run.profile.name != RECORD_PROFILE:
         return f"records need --profile {RECORD_PROFILE} (this run: {run.profile.name})"
+    return _narrowed(config)
+
+
+def is_plain_gpu_run(config) -> bool:
+    """`pytest conformance/ --gpu`, nothing narrowed: the run whose result is evidence
+    (`conformance/plain_run.py`)."""
+    run = options(config)
+    return (run.gpu and run.impl is None and run.slots is None and not run.record
+            and run.profile.name == strategies.DEFAULT_PROFILE and run.seed == 0
+            and _narrowed(config) is None)
+
+
+def _narrowed(config) -> str | None:
+    """How this run leaves out part of the whole suite (None: it runs all of it)."""
     if config.option.keyword or config.option.markexpr:
         return "a -k or -m filtered run writes no records"
     suite = pathlib.Path(__file__).resolve().parent
@@ -138,6 +158,19 @@ def _checked_impl(name: str | None) -> str | None:
                                 f"registered: {', '.join(sorted(known))}. An out-of-tree "
                                 "package registers when imported: load it with -p PACKAGE")
     return name.strip().lower()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Attribute an implementation the registry disables during a test to that test (a call
+    that reached it through `dispatch`), so each later cell of it can say where it failed."""
+    from conformance import disabled
+
+    before = disabled.snapshot()
+    try:
+        return (yield)
+    finally:
+        disabled.note(before, f"test {item.nodeid}")
 
 
 def pytest_generate_tests(metafunc):
@@ -217,8 +250,22 @@ def record_cell(request):
 
     def record(cell: matrix.Cell) -> None:
         request.node.user_properties.append((CELL_PROPERTY, cell.to_json()))
+        if cell.mode in GPU_MODES:
+            request.node.user_properties.append((GPU_PROPERTY, _this_gpu()))
 
     return record
+
+
+@functools.cache
+def _this_gpu() -> str:
+    """The GPU this process runs its CUDA cells on, as JSON (name, UUID, architecture)."""
+    import torch
+
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    return json.dumps({"index": index, "name": props.name,
+                       "uuid": str(getattr(props, "uuid", "")),
+                       "compute_capability": f"{props.major}.{props.minor}"})
 
 
 def _is_worker(config) -> bool:
@@ -251,13 +298,20 @@ class Collector:
         self.config, self.recorder = config, recorder
         self.cells: list[matrix.Cell] = []
         self.controls: list[dict] = []
+        self.gpus: set[str] = set()
+        self.outcomes: Counter = Counter()
+        self.seconds: Counter = Counter()
+        self.collected = 0
+        self.started = time.perf_counter()
 
     def pytest_collection_finish(self, session):
+        self.collected = self.collected or len(session.items)
         if self.recorder is not None:
             self.recorder.expect(item.nodeid for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
+        self.collected = self.collected or len(ids)
         if self.recorder is not None:
             self.recorder.expect(ids)
 
@@ -273,19 +327,47 @@ class Collector:
                     cells.append(matrix.Cell.from_dict(json.loads(value)))
                 elif key == CONTROL_PROPERTY:
                     self.controls.append(json.loads(value))
+                elif key == GPU_PROPERTY:
+                    self.gpus.add(value)
             self.cells.extend(cells)
+        self._count(report, cells)
         ended = report.when == "call" or (report.when == "setup" and not report.passed)
         if self.recorder is not None and ended:
             self.recorder.report(report.nodeid, cells, report.duration)
 
-    def pytest_sessionfinish(self, session):
+    def _count(self, report, cells) -> None:
+        """Test outcomes (a failed setup or teardown is an error) and seconds per slot."""
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            outcome = report.outcome if report.when == "call" or report.skipped else "error"
+            self.outcomes[outcome] += 1
+        elif report.when == "teardown" and report.failed:
+            self.outcomes["error"] += 1
+        where = cells[0].slot if cells else report.nodeid.split("::")[0]
+        self.seconds[where] += report.duration
+
+    def pytest_sessionfinish(self, session, exitstatus):
         cells = matrix.merge(self.cells)
         meta = matrix_meta(self.config, cells)
+        if is_plain_gpu_run(self.config):
+            self._write_evidence(cells, int(exitstatus))
         if self.config.getoption("matrix"):
             matrix.write(self.config.getoption("matrix"), cells, meta)
         if self.config.getoption("summary"):
             pathlib.Path(self.config.getoption("summary")).write_text(
                 matrix.render_markdown(cells, meta))
+
+    def _write_evidence(self, cells, exitstatus: int) -> None:
+        outcomes = dict(self.outcomes, collected=self.collected, exitstatus=exitstatus)
+        reported = sum(self.outcomes[k] for k in ("passed", "failed", "skipped"))
+        if exitstatus not in (0, 1) or reported < self.collected:  # interrupted, cut short
+            outcomes["error"] = outcomes.get("error", 0) + max(1, self.collected - reported)
+        workers = getattr(self.config.option, "numprocesses", None) or 0
+        evidence = plain_run.build(
+            cells, self.controls, outcomes, [json.loads(g) for g in self.gpus], self.seconds,
+            profile=options(self.config).profile.name, seed=options(self.config).seed,
+            workers=int(workers) if str(workers).isdigit() else 0,
+            wall_seconds=time.perf_counter() - self.started)
+        self.evidence_path = plain_run.write(evidence)
 
     def pytest_terminal_summary(self, terminalreporter):
         cells = matrix.merge(self.cells)
@@ -302,6 +384,9 @@ class Collector:
             self._summarize_records(terminalreporter)
         if self.controls:
             self._summarize_controls(terminalreporter)
+        if getattr(self, "evidence_path", None) is not None:
+            terminalreporter.write_line(f"plain GPU run: evidence written to "
+                                        f"{self.evidence_path}")
 
     def _summarize_records(self, tr):
         tr.section("parity records")

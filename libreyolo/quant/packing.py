@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from libreyolo.quant import quantizers
+from libreyolo.quant import nan_bits, quantizers
 from libreyolo.quant import validation as v
 from libreyolo.quant.formats import E2M1, E8M0_BIAS, MX_BLOCK_SIZE, NVFP4_BLOCK_SIZE
 from libreyolo.quant.numerics import pow2
@@ -78,7 +78,7 @@ def unpack_int8(codes, scale, axis: int = 0, dtype=torch.float32) -> torch.Tenso
     _check_shape("scale", scale, torch.float32, (codes.shape[axis],))
     shape = [1] * codes.dim()
     shape[axis] = -1
-    return _finish(codes.float() * scale.view(shape), dtype)
+    return _finish(nan_bits.product(codes.float(), scale.view(shape)), dtype)
 
 
 def pack_fp8(w: torch.Tensor, scale=None, *, fmt: str = "e4m3", axis=None) -> PackedFP8:
@@ -94,12 +94,12 @@ def unpack_fp8(codes, scale, axis=None, dtype=torch.float32) -> torch.Tensor:
         _check_codes("scale", scale, (torch.float32,))
         per_row = (*codes.shape[:-1], 1) if scale.dim() and codes.dim() else ()
         _check_shape("scale", scale, torch.float32, per_row)
-        return _finish(codes.float() * scale, dtype)
+        return _finish(nan_bits.product(codes.float(), scale), dtype)
     axis = v.check_axis("axis", axis, codes.dim())
     _check_shape("scale", scale, torch.float32, (codes.shape[axis],))
     shape = [1] * codes.dim()
     shape[axis] = -1
-    return _finish(codes.float() * scale.view(shape), dtype)
+    return _finish(nan_bits.product(codes.float(), scale.view(shape)), dtype)
 
 
 def pack_int_grouped(w: torch.Tensor, bits: int, group_size: int) -> PackedIntGrouped:
@@ -139,7 +139,7 @@ def unpack_nvfp4(
     """Reference unpack of NVFP4 weights: E2M1 codes times (E4M3 block scale x fp32 scale)."""
     in_features = check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype)
     values = _decode_e2m1(_unpack_subbyte(codes, 4, in_features))
-    scale = block_scale.float() * tensor_scale
+    scale = nan_bits.product(block_scale.float(), tensor_scale)
     return _finish(_blockwise(values, scale, NVFP4_BLOCK_SIZE), dtype)
 
 
@@ -168,7 +168,8 @@ def unpack_mxfp8(codes, scale, dtype=torch.float32) -> torch.Tensor:
     """Reference unpack of MXFP8 weights: E4M3 codes times 2^(E8M0 code - 127) per 32 inputs.
 
     A NaN code (0x7F, 0xFF) stays NaN with its sign and payload as float32 arithmetic on the
-    CPU leaves it (docs/checkpoint_format.md, "Unpacked bits"); -0.0 (0x80) stays -0.0.
+    CPU leaves it, on every device (``nan_bits``; docs/checkpoint_format.md, "Unpacked bits");
+    -0.0 (0x80) stays -0.0.
     """
     check_unpack_mxfp8(codes, scale, dtype)
     return _finish(_blockwise(codes.float(), _decode_e8m0(scale), MX_BLOCK_SIZE), dtype)
@@ -267,12 +268,12 @@ def _blockwise(values: torch.Tensor, scale: torch.Tensor, block: int) -> torch.T
     rows, n = values.shape
     padded = F.pad(values, (0, quantizers.block_padding(n, block)))
     blocks = padded.view(rows, padded.shape[1] // block, block)
-    return (blocks * scale.unsqueeze(-1)).reshape(rows, padded.shape[1])[:, :n]
+    return nan_bits.product(blocks, scale.unsqueeze(-1)).reshape(rows, padded.shape[1])[:, :n]
 
 
 def _finish(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     _check_dtype(dtype)
-    return values.to(dtype)
+    return nan_bits.convert(values, dtype)
 
 
 def _check_dtype(dtype: object) -> None:
