@@ -60,6 +60,13 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[Path]:
     """In-repository files that `path` imports (absolute and relative imports)."""
+    stat = path.stat()
+    return _imports_of(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_of(path: Path, mtime_ns: int, size: int) -> frozenset[Path]:
+    """`_imports`, once per version of a file (every implementation's closure shares most)."""
     package = _module_name(path) if path.name == "__init__.py" else \
         _module_name(path).rpartition(".")[0]
     found = set()
@@ -76,7 +83,7 @@ def _imports(path: Path) -> set[Path]:
         for name in names:
             if name.split(".")[0] in IN_REPO_PACKAGES and (file := _module_file(name)):
                 found.add(file)
-    return found
+    return frozenset(found)
 
 
 def _packages(path: Path) -> set[Path]:
@@ -145,6 +152,12 @@ def content_hash(name: str, data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@functools.lru_cache(maxsize=4096)
+def _file_hash(path: Path, mtime_ns: int, size: int) -> str:
+    """`content_hash` of a file on disk, once per version of it."""
+    return content_hash(path.name, path.read_bytes())
+
+
 def _origin(module_and_attr: str) -> Path:
     spec = importlib.util.find_spec(module_and_attr.partition(":")[0])
     return Path(spec.origin)
@@ -177,7 +190,8 @@ def source_digest(spec: SlotSpec, impl: str, impl_sources) -> dict:
     files = {}
     for path in digest_files(spec, impl_sources):
         shown = str(path.relative_to(ROOT)) if ROOT in path.parents else str(path)
-        files[shown] = content_hash(path.name, path.read_bytes())
+        stat = path.stat()
+        files[shown] = _file_hash(path, stat.st_mtime_ns, stat.st_size)
     entry = catalogue_entry(spec, impl)
     return {"digest": combined_digest(files, entry), "files": files, "entry": entry}
 

@@ -1,5 +1,8 @@
 """Re-record what the gate reports, and nothing else: `python -m conformance.rerecord`.
 
+Its evidence too: when the plain GPU run's (`conformance/plain_run.py`) does not cover today's
+tree, the plain command runs last, after the records.
+
 On a CUDA machine of the declared stack (conformance/stack.toml), from a clean checkout with its
 .git: finds every in-tree implementation whose record is missing or does not make it green,
 packs their slots into groups of at most `--budget` seconds of estimated run time (estimated
@@ -17,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from conformance import gate, provenance, records
+from conformance import gate, plain_run, provenance, records
 
 #: Seconds a slot's thorough run is assumed to add to a group when no earlier record says: on the
 #: H200 with 15 workers eleven slots took 122 s in one group (benchmarks/NOTES.md, "Re-record
@@ -57,6 +60,27 @@ def stale_targets() -> list[tuple[gate.Target, str]]:
     return found
 
 
+def plain_run_problems() -> list[str]:
+    """Why the plain GPU run's evidence does not cover today's tree (empty: it does)."""
+    from conformance.negative import load_controls
+
+    return plain_run.problems(plain_run.load(), plain_run.digests(registered_pairs()),
+                              {c.name for c in load_controls()})
+
+
+def registered_pairs() -> set[tuple[str, str]]:
+    """(slot, implementation) of everything registered here: the plain run covers them all."""
+    from conformance.catalogue import CATALOGUE
+    from libreyolo.kernels import registered
+
+    return {(slot, impl.name) for slot in CATALOGUE for impl in registered(slot)}
+
+
+def plain_command() -> list[str]:
+    """`pytest conformance/ --gpu -n auto` (plain_run.COMMAND) with this interpreter."""
+    return [sys.executable, "-m", *plain_run.COMMAND.split()]
+
+
 def unrunnable_here(targets: list[gate.Target]) -> dict[gate.Target, str]:
     """The targets this machine cannot run, with their environment check's reason: a Hub
     kernel whose artifact cannot be fetched (no network) has no record to make here, and a run of
@@ -93,11 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
     args = parser.parse_args(argv)
 
-    stale = stale_targets()
+    stale, plain = stale_targets(), plain_run_problems()
     for _, problem in stale:
         print(f"stale: {problem}")
-    if not stale:
-        print("every in-tree implementation has a green record: nothing to re-record")
+    for problem in plain:
+        print(f"plain GPU run: {problem}")
+    if not stale and not plain:
+        print("every in-tree implementation has a green record and the plain GPU run covers "
+              "today's tree: nothing to re-record")
         return 0
     unrunnable: dict = {}
     if not args.dry_run:  # a dry run plans every stale target: it may run where nothing can
@@ -113,18 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     groups = plan([t for t, _ in stale if t not in unrunnable], args.budget, args.workers)
     for i, group in enumerate(groups):
         print(f"group {i}: ~{group.seconds:.0f} s: {' '.join(group.command(args.workers))}")
+    if plain:
+        print(f"then the plain GPU run: {' '.join(plain_command())}")
     if args.dry_run:
         return 0
     failed = 0
     for i, group in enumerate(groups):
-        start = time.perf_counter()
-        done = subprocess.run(group.command(args.workers), cwd=provenance.ROOT)
-        print(f"group {i}: exit {done.returncode} in {time.perf_counter() - start:.0f} s")
-        failed += done.returncode != 0
+        failed += _timed(f"group {i}", group.command(args.workers))
+    if plain:  # last: the evidence covers the records' sources as they are now
+        failed += _timed("plain GPU run", plain_command())
     left = [(t, problem) for t, problem in stale_targets() if t not in unrunnable]
     for _, problem in left:
         print(f"still not green: {problem}")
+    for problem in plain_run_problems() if plain else ():
+        print(f"plain GPU run still not green: {problem}")
+        failed += 1
     return 1 if failed or left else 0
+
+
+def _timed(what: str, command: list[str]) -> int:
+    """Run `command` in the repository; 1 if it failed."""
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=provenance.ROOT)
+    print(f"{what}: exit {done.returncode} in {time.perf_counter() - start:.0f} s")
+    return int(done.returncode != 0)
 
 
 if __name__ == "__main__":
