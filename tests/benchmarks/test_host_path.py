@@ -1,14 +1,18 @@
 """The Python of the slot call path, timed on the CPU commit to commit (pytest-benchmark).
 
-    .venv/bin/python -m pytest benchmarks/test_host_path.py -p no:xdist --benchmark-only \
-        --benchmark-autosave --benchmark-storage=benchmarks/results/host_path
+    .venv/bin/python -m pytest tests/benchmarks/test_host_path.py -p no:xdist --benchmark-only \
+        --benchmark-autosave
     # later, on another commit: the same with --benchmark-compare (the last saved run)
+
+Saved runs go to pytest-benchmark's default storage, ``.benchmarks/`` (git-ignored): they are
+this machine's numbers, comparable only with runs on the same machine.
 
 On the H200 a small call's host time is most of its cost (``docs/performance.md``, "Host time per
 call"), and a GPU is not always at hand. These time, on any machine, what of that host time is
 this repository's Python and torch's allocations: each call runs the real registry, validation,
 plan cache and launch planning, with the kernels' launches replaced by a no-op
-(``triton_launch.Launcher.__call__``), so neither Triton's launcher nor the device is measured
+(``triton_launch.Launcher.__call__``, the ``launches_stubbed`` fixture of this folder's
+``conftest.py``), so neither Triton's launcher nor the device is measured
 (``benchmarks/bench_host.py`` times those, on the GPU). The providers take CPU tensors under
 ``TRITON_INTERPRET=1``, which the fixture sets; an interpreted launch never runs.
 
@@ -40,34 +44,6 @@ CALLS = tomllib.loads(CALLS_FILE.read_text())["call"]
 #: (asynchronous launches on the GPU) would be most of the row.
 DECODER = {"levels": [(8, 13), (4, 7), (2, 4), (1, 2)], "queries": 30, "heads": 8,
            "channels": 32, "points": 4}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """torch's CPU ops on one thread (a zero fill of 300 KB took 2.5 ms with a thread per core on
-    a loaded 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def launches_stubbed(monkeypatch):
-    """The providers' CPU path without the launches (see the module docstring). The registry
-    memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates them),
-    and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so an
-    earlier "no CUDA device" does not stick, and on the way out, so this test's answer does not
-    outlive it in a worker that runs other tests after it."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.delenv("LIBREYOLO_KERNELS", raising=False)
-    from libreyolo.kernels import triton_launch
-
-    monkeypatch.setattr(triton_launch.Launcher, "__call__", lambda self, *tensors: None)
-    registry.clear_cache()
-    yield
-    monkeypatch.undo()
-    registry.clear_cache()
 
 
 def _assert_triton_runs(slot: str, args: tuple, kwargs: dict) -> None:

@@ -1,7 +1,7 @@
-"""timestamps_ms_deform_attn.py on the CPU (launches stubbed, as ``test_host_path.py`` stubs
-them): every segment is measured for every step, and every wrapper the tool puts around torch's
-allocations, the Launcher and the autograd Functions is gone afterwards (one left behind would
-slow, or stamp, every later call in the process)."""
+"""timestamps_ms_deform_attn.py on the CPU (launches stubbed by this folder's ``conftest.py``,
+as for ``test_host_path.py``): every segment is measured for every step, and every wrapper the
+tool puts around torch's allocations, the Launcher and the autograd Functions is gone afterwards
+(one left behind would slow, or stamp, every later call in the process)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ pytest.importorskip("pytest_benchmark")
 
 from benchmarks import timestamps_ms_deform_attn as tool  # noqa: E402
 from benchmarks.bench_ms_deform_attn import _NoAutogradWork  # noqa: E402
-from benchmarks.test_host_path import launches_stubbed, one_thread  # noqa: E402, F401
 from conformance.ms_deform_attn.cases import load_cases  # noqa: E402
 from libreyolo.kernels import triton_launch  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402
@@ -27,7 +26,7 @@ def _wrapped_places() -> tuple:
             _MSDeformAttnFunction.__dict__["backward"], _NoAutogradWork.__dict__["backward"])
 
 
-def test_every_segment_is_measured_and_every_wrapper_removed(launches_stubbed):  # noqa: F811
+def test_every_segment_is_measured_and_every_wrapper_removed(launches_stubbed):
     before = _wrapped_places()
     case = {c.name: c for c in load_cases()}["levels_1x1"]
     measured = tool.measure(case, None, steps=3, device="cpu", warmup=1)
