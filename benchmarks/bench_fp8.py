@@ -346,7 +346,8 @@ def conv3x3(repeats, flush, gen) -> dict:
 def policy_toml(layers: list[dict], device: str) -> str:
     """Regions where the fused path won: for each winning layer's (N, K), every M at least as
     large (the GEMM only gets more compute-bound with M, and the prologue's share stays)."""
-    lines = ["# Made by benchmarks/bench_fp8.py; measurements in docs/performance.md, FP8 linear.",
+    lines = ["# Made by benchmarks/bench_fp8.py; measurements in docs/performance.md, "
+             "\"FP8 linear, per layer\".",
              f'devices = ["{device}"]', ""]
     for row in layers:
         if row["engage"]:
