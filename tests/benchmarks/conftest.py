@@ -20,11 +20,11 @@ def one_thread():
 
 @pytest.fixture
 def launches_stubbed(monkeypatch):
-    """The providers' CPU path without the launches (``test_host_path.py``'s docstring). The registry
-    memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates them),
-    and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so an
-    earlier "no CUDA device" does not stick, and on the way out, so this test's answer does not
-    outlive it in a worker that runs other tests after it."""
+    """The providers' CPU path without the launches (``test_host_path.py``'s docstring). The
+    registry memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates
+    them), and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so
+    an earlier "no CUDA device" does not stick, and on the way out, so this test's answer does
+    not outlive it in a worker that runs other tests after it."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.delenv("LIBREYOLO_KERNELS", raising=False)
     from libreyolo.kernels import triton_launch
