@@ -11,9 +11,10 @@ same dequantized operands, beside bf16 ``F.linear``'s on the unquantized operand
 Then the K sweep: M = 4096, N = 1024, K from 256 to 8192, three seeds each, every error's max
 and RMS against the same oracle; the table gives, per K, the worst over the seeds of fast
 accumulation's error over bf16's (at most 1: as accurate as bf16).
-A probe, not a slot: nothing here changes what ships. (Its first run, in
-``results/fp8_fast_accum_probe_h200_2026-12-02.json``, was commit 8022986's version, which timed
-with a loop of its own, without ``bench_fake_quant``'s launch lead, and had no K sweep.)
+A probe, not a slot: nothing here changes what ships. (Its first run, commit 8022986's version,
+timed with a loop of its own, without ``bench_fake_quant``'s launch lead, and had no K sweep;
+``fp8_fast_accum_probe_h200_2026-12-02.json``, in git at e55bb27: benchmarks/NOTES.md, "FP8 fast
+accumulation, an opt-in".)
 """
 
 from __future__ import annotations

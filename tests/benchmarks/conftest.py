@@ -1,0 +1,36 @@
+"""Fixtures of the benchmark scripts' CPU tests: torch on one thread, the launches stubbed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from libreyolo.kernels import registry
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch's CPU ops on one thread (a zero fill of 300 KB took 2.5 ms with a thread per core on
+    a loaded 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def launches_stubbed(monkeypatch):
+    """The providers' CPU path without the launches (``test_host_path.py``'s docstring). The
+    registry memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates
+    them), and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so
+    an earlier "no CUDA device" does not stick, and on the way out, so this test's answer does
+    not outlive it in a worker that runs other tests after it."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.delenv("LIBREYOLO_KERNELS", raising=False)
+    from libreyolo.kernels import triton_launch
+
+    monkeypatch.setattr(triton_launch.Launcher, "__call__", lambda self, *tensors: None)
+    registry.clear_cache()
+    yield
+    monkeypatch.undo()
+    registry.clear_cache()

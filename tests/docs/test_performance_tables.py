@@ -1,0 +1,48 @@
+"""docs/performance.md's tables (and the README's status table) are what their results files
+render: a number on the page that no committed run gives fails here."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from doc_paths import ROOT
+
+from benchmarks import perf_tables
+
+
+@pytest.mark.parametrize("page", perf_tables.PAGES, ids=lambda p: p.name)
+def test_the_tables_are_what_their_results_files_render(page):
+    text = page.read_text()
+    assert perf_tables.render(text) == text, (
+        f"{page.relative_to(ROOT)}'s tables differ from their results files: run "
+        f"`{perf_tables.REGENERATE}` and commit the page (or the results file and its "
+        f"benchmarks/results/README.md row)")
+
+
+def test_every_table_is_on_a_page_once():
+    on_pages = [n for page in perf_tables.PAGES for n in perf_tables.names(page.read_text())]
+    assert sorted(on_pages) == sorted(perf_tables.TABLES)
+
+
+def test_every_file_a_table_reads_has_an_index_row():
+    assert not set(perf_tables.CITED) - set(perf_tables.index())
+
+
+def test_the_page_is_short():
+    """Today's numbers, not their history (benchmarks/HISTORY.md holds that)."""
+    assert len(perf_tables.DOC.read_text().splitlines()) <= 410
+
+
+def test_an_edited_number_is_caught():
+    """Negative control: one digit changed in a table, and the check fails."""
+    text = perf_tables.DOC.read_text()
+    body = perf_tables.MARKER.search(text).group("body")
+    edited_body = re.sub(r"\d", lambda m: str((int(m.group()) + 1) % 10), body, count=1)
+    edited = text.replace(body, edited_body, 1)
+    assert edited != text and perf_tables.render(edited) != edited
+
+
+def test_an_unknown_table_name_is_an_error():
+    with pytest.raises(KeyError):
+        perf_tables.render("<!-- table: no_such_table -->\n<!-- end table -->")
