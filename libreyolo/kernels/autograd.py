@@ -1,9 +1,8 @@
 """Autograd Functions on a kernel's hot path, without the Python torch wraps them in.
 
 A training step calls a deformable-attention layer through ``Function.apply`` and its backward
-through ``once_differentiable``, and on the H200's host each Python step costs about three times
-what it costs on the 2-core CI machine: a decoder layer's whole call is tens of µs there, so these
-wrappers are a visible share of it (``benchmarks/NOTES.md``, "MSDA v8").
+through ``once_differentiable``, and a decoder layer's whole call is host-bound (tens of µs), so
+these wrappers are a visible share of it (``benchmarks/NOTES.md``, "Autograd's Python wrappers").
 
 - ``Function.apply`` (torch/autograd/function.py) is Python around the C ``apply``: it binds
   default arguments when the Function defines ``setup_context`` and, when no functorch transform

@@ -14,7 +14,8 @@ from .slots import get_slot, slot_names
 @functools.cache
 def _entry_point(name: str):
     """``dispatch`` bound to the slot: a C-level partial, no Python frame of its own per call
-    (every slot call comes through here; a frame with ``**kwargs`` is ~1 µs on the H200 host)."""
+    (every slot call comes through here, and a Python frame with ``**kwargs`` is a measurable
+    share of a call: ``benchmarks/NOTES.md``, "Host-side helpers")."""
     slot = get_slot(name)
     call = functools.partial(dispatch, name)
     call.__name__ = call.__qualname__ = name

@@ -1,8 +1,8 @@
 """Plans kept under a description of the arguments that decide them.
 
 A detector calls each slot with the same shapes, dtypes and settings every time, so the Python
-that validates and plans a call (most of a small call's host time on the H200,
-``docs/performance.md``) can run once per description and be looked up afterwards. A description
+that validates and plans a call (most of a small call's host time: ``benchmarks/NOTES.md``,
+"Plans kept by description") can run once per description and be looked up afterwards. A description
 holds what checks and plans depend on: each tensor's dtype, shape, strides, device and layout,
 and every other argument with its exact type (``4``, ``4.0`` and ``True`` hash alike and check
 differently). Tensor *values* are not in it: a plan that depends on values it read (a user-given

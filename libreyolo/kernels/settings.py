@@ -105,9 +105,9 @@ def _raw_reader():
     """A function returning the raw values of every variable that decides which implementations
     may run, as stored (the registry's cache key: equal values, equal decisions).
 
-    ``os.environ.get`` of an unset variable raises and catches a KeyError inside ``_Environ``:
-    3.2 us against 0.06 us for a lookup in its own dict (``_data``, keyed by ``encodekey``; the
-    2-core CI machine under load, Python 3.11), and two of the three are unset in the common
+    ``os.environ.get`` of an unset variable raises and catches a KeyError inside ``_Environ``,
+    about fifty times a lookup in its own dict (``_data``, keyed by ``encodekey``;
+    ``benchmarks/NOTES.md``, "Host-side helpers"), and two of the three are unset in the common
     case, so reading them is most of a dispatch. Both are CPython's ``os._Environ`` since 3.2;
     where they are missing, the public mapping is read instead.
     """

@@ -1,8 +1,7 @@
 """Launch a compiled Triton kernel again without ``JITFunction.run``'s per-call bookkeeping.
 
-On the H200, half of a small fake-quant call's host time was Triton's launch path
-(``JITFunction.run``: ~66 of ~140 µs under cProfile,
-``benchmarks/results/host_h200_2026-12-01_profile.txt``): besides binding and specializing the
+Half of a small fake-quant call's host time was Triton's launch path (``JITFunction.run``;
+``benchmarks/NOTES.md``, "Triton's launch path"): besides binding and specializing the
 arguments, every launch re-checks each global the kernel reads, formats its options into a string
 for the cache key, and builds launch metadata for profiling hooks nobody registered.
 
@@ -20,9 +19,9 @@ launcher each tensor's address as an int, which the launcher takes as is: given 
 calls back into Python for ``data_ptr()`` and asks the driver (``cuPointerGetAttribute``)
 whether that address is device memory, per pointer argument and per launch, which the plan's
 device answers once. Where the compiled kernel needs no scratch memory it calls the C launcher
-itself, without its Python wrapper (which only allocates scratch). On the H200 a launch through
-Triton cost 18-37 µs of host time inside an autograd step against ~10 µs for a torch kernel
-(``benchmarks/NOTES.md``, "MSDA v7").
+itself, without its Python wrapper (which only allocates scratch). A launch through Triton cost
+an autograd step more host time than a torch kernel's (``benchmarks/NOTES.md``, "Triton's launch
+path").
 
 The full path is kept whenever the shortcut could differ from it: the interpreter
 (``TRITON_INTERPRET=1``: no compiled kernel), non-CUDA tensors, a launch hook (a profiler), a
@@ -89,8 +88,8 @@ class Launcher:
     tensors have the first call's dtypes and share its device, and a call checks only what a
     plan cannot fix, each address's 16-byte alignment (Triton specializes on it), that the first
     tensor is on the kept kernel's device, and that no launch hook is set. Checking dtype and
-    device per tensor as well cost 0.35 µs a tensor on the 2-core CI machine, about 1 µs on the
-    H200's host (``benchmarks/NOTES.md``, "MSDA v8"): the plan validated them once.
+    device per tensor as well cost host time on every call (``benchmarks/NOTES.md``, "Triton's
+    launch path"): the plan validated them once.
 
     The first two calls go through ``launch`` (the second works out the direct relaunch, so a
     plan used once pays nothing for it); later calls relaunch the compiled kernel directly when
@@ -169,7 +168,8 @@ def _fast_state(kernel, args: tuple, kwargs: dict, count: int):
 def _device_reader(get_current_device):
     """The driver's current-device reader, or torch's C call when that reader is
     ``torch.cuda.current_device`` (triton 3.6's CUDA driver): after a launch CUDA is initialized,
-    so its lazy-init check (three Python frames, ~1 µs a launch on the H200's host) says
+    so its lazy-init check (three Python frames a launch: ``benchmarks/NOTES.md``, "Triton's
+    launch path") says
     nothing new."""
     read = getattr(torch._C, "_cuda_getDevice", None)
     return read if read is not None and get_current_device is torch.cuda.current_device \

@@ -2,8 +2,8 @@
 
 A module of its own because, on CUDA, two FP8 layers around GELU run faster as one path than as
 two: GELU folded into fc2's prologue (``fp8_mlp``), fc1's output read once for GELU, the row amax
-and fc2's codes, where two fused layers need a GELU pass between them (the ViT-L MLP at 1024 px
-on the H200: 1.43x bf16 against 1.17x; docs/performance.md, "FP8 linear"). Everywhere else it is
+and fc2's codes, where two fused layers need a GELU pass between them (the ViT-L MLP at 1024 px:
+docs/performance.md, "FP8 MLP, prologue and epilogue"). Everywhere else it is
 exactly its two layers' forwards with the activation between them.
 """
 

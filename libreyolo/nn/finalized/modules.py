@@ -256,8 +256,8 @@ class _Finalized(nn.Module):
         """``(weight, bias)`` in ``dtype``: ``_dequantize(dtype)`` and the cast bias, kept until a
         buffer changes (in place, by loading or replacing it) or the layer moves; the check reads
         no device data. The bias is kept with the weight because casting it on every call was a
-        kernel launch of its own (about 2 µs of GPU time and more of the host's on the H200: a
-        third of a 4800x256 layer's graph replay). Inference tensors have no version counter and
+        kernel launch of its own, a large share of a small layer's time (``benchmarks/NOTES.md``,
+        "bench_finalized.py: first H200 runs"). Inference tensors have no version counter and
         a weight first seen inside a CUDA graph capture must not be kept (its memory is the
         graph's), so those are made on every call."""
         buffers = self._buffers

@@ -14,8 +14,8 @@ first call, and a refusal or failure there disables it for the process with one 
 The compiled op takes ``level_start_index`` (derived here on the device from the level sizes)
 and an ``im2col_step`` that must divide the batch (the largest divisor up to Deformable DETR's
 64). Inputs are made contiguous, as the op requires. An empty input (no batch, query, point or
-channel) is not given to the op, whose launch fails on it (H200, 2026-12-01: the zero-query
-cases): its output and gradients are zeros of the right shapes, what a sum over nothing is.
+channel) is not given to the op, whose launch fails on it (``benchmarks/NOTES.md``, "The Hub op on
+empty inputs"): its output and gradients are zeros of the right shapes, what a sum over nothing is.
 
 After a warm-up call (which loads the kernel and copies level sizes given as pairs to the
 device), forward and backward make no host sync and no allocation outside the caching

@@ -4,8 +4,8 @@ validation and planning.
 Validating and planning a deformable-attention input reads only metadata: the tensors' shapes,
 dtypes and devices, the level sizes given as host ``(H, W)`` pairs, the point counts and the
 sampling method, and whether the interpreter is on. A decoder layer calls with the same metadata
-every time, and on the H200 this Python work was most of a small call's host time
-(``docs/performance.md``), so a plan is remembered under exactly those. Only plans are
+every time, and this Python work was most of a small call's host time (``benchmarks/NOTES.md``,
+"Plans kept by description"), so a plan is remembered under exactly those. Only plans are
 remembered: a decline can depend on a capture in progress and is worked out again. Level sizes
 given as a tensor key a plan by the values read from it once (``levels.remembered``: that tensor
 at its current version; the classic provider does this, and its plans hold their own device copy
@@ -42,7 +42,7 @@ def key(tensors: tuple, spatial_shapes, counts: object = (),
 def checked_levels_key(tensors: tuple, levels: tuple[tuple[int, int], ...]) -> tuple | None:
     """``key(tensors, levels)`` for level sizes ``levels.level_shapes`` already checked (a tuple
     of ``(int, int)`` tuples, as read from a tensor): equal to it, without checking them again
-    (on a loaded 2-core machine the check was half of ``key``'s 7 µs)."""
+    (the check was half of ``key``'s cost: ``benchmarks/NOTES.md``, "Checked level sizes")."""
     return _with_tensors(tensors, (levels, (), "bilinear"))
 
 

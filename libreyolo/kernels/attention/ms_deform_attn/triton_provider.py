@@ -49,17 +49,17 @@ BLOCK_C_MAX = 64
 # A backward of fewer (query block, batch x head) programs than this gives each level its own
 # programs (the kernel's SPLIT_LEVELS): a decoder's 300 queries make a few hundred programs of
 # LEVELS x POINTS serial samples each, too little in flight for 132 SMs; split, LEVELS times as
-# many programs each walk one level's points. From `sweep-msda --split` on the H200 (graph
-# replays, benchmarks/NOTES.md "MSDA v7"): split, the Deformable-DETR decoder (304 programs)
-# went from 95.6 to 67.4 µs forward+backward, D-FINE-N (320) 77.2 to 60.4, RT-DETR (608) 87.2
-# to 76.5; DINO (912) was 1% faster joined, the encoder (17,824) 3%.
+# many programs each walk one level's points. The threshold lies between the decoders the split
+# made faster and the larger calls it made slower (`sweep-msda --split`, graph replays:
+# benchmarks/NOTES.md, "The MSDA backward's level split").
 SPLIT_LEVELS_BELOW = 768
 # A call sampling fewer points than this (batch x queries x heads x levels x points) is host-bound
 # in eager mode (a decoder: 9.6K-230K points; an encoder: millions), so its grad-mode forward
 # allocates the backward's gradient buffers and its kernel zeroes the value gradient
-# (``forward_zeroing``): the backward then allocates and fills nothing. On the H200's host
-# each torch call costs ~10 µs, and the value gradient's ``new_zeros`` (an allocation and a fill
-# launch) 30-40 (benchmarks/NOTES.md, "MSDA v8" and "MSDA v9"). The buffers are held from the
+# (``forward_zeroing``): the backward then allocates and fills nothing. A host-bound step pays
+# for every torch call, and the value gradient's ``new_zeros`` (an allocation and a fill launch)
+# was the largest of them (benchmarks/NOTES.md, "The MSDA backward's buffers made in the
+# forward"). The buffers are held from the
 # forward to the backward: a value-sized float32 buffer and the location and weight gradients.
 GRADIENTS_IN_FORWARD_BELOW = 2**18
 # ... and when each forward program zeroes at most this many float32 (a query or two over a large

@@ -12,8 +12,9 @@ arithmetic the interpreter reproduces (``tl.div_rn`` for the reference's IEEE di
 onto the grid by adding and subtracting a power of two, exact power-of-two scaling, integer
 round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits (no fp8 cast:
 the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
-contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes (v1:
-~55 instructions an element, 32% of a device copy on the H200), so its per-element work is kept
+contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes
+(``benchmarks/NOTES.md``, "The FP8 prologue is bound by instructions"), so its per-element
+work is kept
 to the few operations counted in ``fp8_cast_kernel``'s docstring. On sm_89+ its rounding and
 byte are the hardware's E4M3 conversion (``_e4m3_code_hardware``, PTX that the interpreter
 cannot run: CI checks the software rounding, the GPU the hardware one, and both equal the
@@ -104,9 +105,9 @@ GELU_FIT_END = tl.constexpr(6.0)
 @triton.jit
 def _gelu(x):
     """GELU(x) = x * Phi(x), Phi the standard normal CDF, in about 17 instructions an element
-    (SASS, sm_90) where ``0.5 * x * (1 + erf(x / sqrt 2))`` with the device's ``erf`` took about
-    32 and made ``fused_fp8_mlp``'s fold ALU-bound (0.122 ms, 41% of a copy, on the H200; 0.089
-    ms, 57%, with this one).
+    (SASS, sm_90) where ``0.5 * x * (1 + erf(x / sqrt 2))`` with the device's ``erf`` takes about
+    32 and leaves ``fused_fp8_mlp``'s fold ALU-bound (``benchmarks/NOTES.md``, "The GELU fold's
+    own GELU").
 
     The tail h = Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is ``exp2`` of a degree-11 polynomial in |x|
     (``GELU_LOG2_TAIL``, Horner with FMAs): one ``exp2`` and no division or branch. Then Phi(x)
@@ -129,7 +130,7 @@ def _quotient(magnitude, divisor, FMA_DIVISION: tl.constexpr, ROUNDED_ONCE: tl.c
     """``magnitude / divisor`` rounded once (IEEE, as the reference's division by a tensor), for
     ``magnitude >= 0`` (inf and NaN included) and a positive per-row ``divisor`` (BLOCK_R, 1).
 
-    ``tl.div_rn`` costs ten instructions an element on the H200 (a reciprocal, five FMAs, a
+    ``tl.div_rn`` costs ten instructions an element on sm_90 (a reciprocal, five FMAs, a
     range check and a branch around its slow path, per element: ptxas keeps none of it per
     row). ``FMA_DIVISION`` takes the reciprocal once per row, y = 1/divisor correctly rounded,
     and corrects the product twice, five instructions an element: Markstein's theorem (IBM J.
@@ -235,7 +236,7 @@ def fp8_cast_kernel(
     ``codes`` is a contiguous (rows, padded_cols) uint8 buffer.
 
     One row tile a program (persistent programs that load their next tile while quantizing this
-    one measured no gain on the H200: benchmarks/NOTES.md, "v2, persistent programs measured").
+    one measured no gain: benchmarks/NOTES.md, "v2, persistent programs measured").
 
     Per element (the work that decides its speed: docs/fp8_execute.md, "The prologue's
     arithmetic"): the magnitude is divided (``_quotient``: IEEE, as the reference's division by a

@@ -17,22 +17,20 @@ from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
 from .fp8_plan import CastPlan, EpiloguePlan
 
 #: Elements per program on the GPU, at least one whole row for a dynamic prologue; the
-#: interpreter costs ~0.7 ms per program, so CPU runs take bigger tiles. The prologue's 2048:
-#: two 1024-element rows (fc1's input) or a static 2048-element slab at four warps took
-#: bf16 16384x1024 from 63% to 75% of a copy and the static 16384x4096 from 69% to 82%, where
-#: 4096 took them before (H200, ``fp8_prologue_sweep_v4_h200_2026-12-01.json``); a 4096-element
-#: dynamic row keeps its 4096-element program at four warps (87%). The epilogue keeps the
-#: fake-quant kernels' measured 4096.
+#: interpreter costs ~0.7 ms per program (DESIGN.md), so CPU runs take bigger tiles. The
+#: prologue's 2048: two 1024-element rows (fc1's input) or a static 2048-element slab at four
+#: warps run faster than 4096-element programs, and a 4096-element dynamic row keeps its own
+#: program at four warps (``benchmarks/NOTES.md``, "The FP8 prologue's tile and threads"). The
+#: epilogue keeps the fake-quant kernels' 4096.
 CAST_TILE, EPILOGUE_TILE, INTERPRETER_TILE = 2048, 4096, 16384
 MAX_BLOCK_C = 1024
 #: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);
 #: the interpreter, whose ``tl.fma`` rounds twice, divides with ``tl.div_rn``.
 FMA_DIVISION = True
-#: Elements a prologue thread holds: 32 (four warps on a 4096 tile) took 0.077 ms on bf16
-#: 16384x4096 where 16 (eight warps) took 0.084 (H200,
-#: ``benchmarks/results/fp8_prologue_sweep_v2_h200_2026-12-01.json``); with the hardware E4M3
-#: conversion 0.058 against 0.062 (``fp8_prologue_sweep_v4_h200_2026-12-01.json``). Rows longer
-#: than the tile take more warps (at most 16) rather than more registers.
+#: Elements a prologue thread holds: 32 (four warps on a 4096 tile) ran faster than 16 (eight
+#: warps), with the software rounding and with the hardware E4M3 conversion
+#: (``benchmarks/NOTES.md``, "The FP8 prologue's tile and threads"). Rows longer than the tile
+#: take more warps (at most 16) rather than more registers.
 CAST_ELEMENTS_PER_THREAD = 32
 #: The prologue rounds and encodes with the E4M3 conversion instruction where the device has
 #: it (``hardware_e4m3``); False forces the software rounding everywhere (the GPU tests and the

@@ -40,7 +40,7 @@ POLICY_FILE = Path(__file__).with_name("fp8_policy.toml")
 ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
 #: The longest reduction whose GEMM keeps its sums in the FP8 tensor cores' own accumulator by
 #: default: up to here its error against float64 measured below bf16 ``F.linear``'s on the same
-#: operands, above it not (H200, ``benchmarks/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
+#: operands, above it not (``benchmarks/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
 #: "Accumulation").
 FAST_ACCUMULATION_MAX_K = 1024
 #: (id(tensor), what was made of it) -> (a weak reference to the tensor, its version, what was
@@ -218,8 +218,9 @@ def _bias_as(bias, dtype):
 
 def _made_once(tensor: torch.Tensor, what, make):
     """``make(tensor)``, kept until the tensor changes in place or goes: made on every call, the
-    padded weight and the cast biases were two more kernels per layer (about 5 us of the ViT-L
-    MLP's 0.32 ms on the H200). The check reads no device data. Inference tensors have no version
+    padded weight and the cast biases were two more kernels per layer (``benchmarks/NOTES.md``,
+    "Made once per tensor version"). The check reads no device data. Inference tensors have
+    no version
     counter, and what is made inside a CUDA graph capture is the graph's memory, so those are
     made on every call."""
     if tensor.is_inference() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing()):

@@ -60,7 +60,7 @@ class EpiloguePlan(Prepared):
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """``x`` as (rows, last dim); rows counted, not inferred (``-1`` is ambiguous for an empty
-    last dim: a (0,) input is one empty row, found on the H200 by the thorough profile)."""
+    last dim: a (0,) input is one empty row, a case of the thorough profile)."""
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() != 2 else x
 
 

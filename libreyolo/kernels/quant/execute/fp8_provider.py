@@ -58,8 +58,9 @@ def _triton(slot: str):
 
 
 #: Hopper's FP8 tensor cores accumulate with about 14 bits (DeepSeek-V3 technical report,
-#: section 3.3.2); on the H200 (2026-12-01) float32 outputs of K = 7-256 were 2e-5 off, 100-1000x
-#: a float32 product's error. Half-precision outputs round far above that; a float32 output would
+#: section 3.3.2), and float32 outputs came out far less accurate than a float32 product, already
+#: at small K (``benchmarks/NOTES.md``, "FP8 GEMM outputs in float32"). Half-precision outputs
+#: round far above that; a float32 output would
 #: claim digits the GEMM does not keep, so the caller's portable path makes it.
 FLOAT32_DECLINE = ("out_dtype float32: the FP8 tensor cores accumulate with ~14 bits, so the "
                    "GEMM cannot give float32 digits; the caller's portable path runs")

@@ -1,9 +1,9 @@
 """The Triton unpack kernel: packed codes and scales to floats, bit for bit as
 ``libreyolo.quant.packing``'s reference unpackers compute them on the CPU.
 
-It is a streaming kernel, and the first version was bound by its instructions (31-59 SASS
-instructions per output element, a byte load and a scale load each; at copy bandwidth an H200's
-integer pipe leaves about ten). The layout is built to spend few (counts in benchmarks/NOTES.md):
+It is a streaming kernel bound by its instructions (at copy bandwidth an H200-class GPU's integer
+pipe leaves about ten an output element), so the layout is built to spend few (the counts, and
+the first version's: benchmarks/NOTES.md, "bench_unpack.py v2"):
 - the output is written in *words*: ``FIELDS`` consecutive outputs packed into one integer (two
   float32 in an int64, two or four 16-bit floats in an int32 / int64), each word decoded from
   one code byte (``WORDS_PER_BYTE`` words share a byte when a byte holds more fields than a
@@ -13,7 +13,7 @@ integer pipe leaves about ten). The layout is built to spend few (counts in benc
 - scales per group: the tile's second dimension counts scale groups of ``GROUP_WORDS`` words,
   and a scale is loaded and decoded once per 16-byte store (a warp's lanes walk a group's
   stores, so each holds one; a thread holding a whole group, lanes along groups, decoded it once
-  but made each warp store span 32 groups: 16-73% of the copy on the H200, benchmarks/NOTES.md
+  but made each warp store span 32 groups, at a fraction of the copy's speed: benchmarks/NOTES.md
   "bench_unpack.py v4"). Where a group is not a power-of-two number of words (int groups of 5,
   7, ...), ``BLOCK_G`` is 1 and ``SCALE_PER_WORD`` loads one scale per word instead;
 - fields are decoded with shifts, masks and exact power-of-two multiplies on float32 bits (E2M1
@@ -294,7 +294,8 @@ def unpack_kernel(
     same one (a flat group dimension would give a byte load 16 per thread and a shuffle through
     shared memory). It orders the other dimensions, equally non-contiguous, by their index, so
     a warp's lanes walk the group's vectors, then groups, then rows: one contiguous 512-byte span
-    per warp store (rows first, measured, spread a warp's stores over 17-26 KB).
+    per warp store (rows first spread a warp's stores over many KB: benchmarks/NOTES.md,
+    "bench_unpack.py v2").
     """
     PER_BYTE: tl.constexpr = 8 // BITS
     WORDS_PER_BYTE: tl.constexpr = PER_BYTE // FIELDS

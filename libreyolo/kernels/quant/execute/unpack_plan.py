@@ -7,8 +7,8 @@ describes the work as an ``UnpackPlan``, which the provider's ``accepts`` hands 
 tensor data and copies nothing: float8 tensors go to the kernel as they are and it reads them
 through byte pointers, so it reads bits and never casts float8 (DESIGN.md: the interpreter's fp8
 casts are wrong, and triton 3.6 miscompiles some fp8 bitcasts), and a call makes no byte view
-on the host (a torch call, ~2 µs of the H200 host's time per call: ``benchmarks/NOTES.md``, "Host
-path v8"); GPUs whose Triton takes no float8 pointer (``byte_views``) get the views.
+on the host (a torch call per call: ``benchmarks/NOTES.md``, "Host-side helpers"); GPUs whose
+Triton takes no float8 pointer (``byte_views``) get the views.
 
 Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
 layouts and by the other arguments, types included. That description
@@ -63,8 +63,8 @@ class OutKind(IntEnum):
 
 
 #: A program's output bytes and warps come from ``unpack_tiles.toml``, per format and dtype:
-#: 32 KB was v3's size for every row (16K bfloat16 or 8K float32 outputs, 64 or 32 per thread at
-#: eight warps), enough bytes in flight per SM; outputs too small to spread over
+#: a 32 KB tile (16K bfloat16 or 8K float32 outputs, 64 or 32 per thread at eight warps) keeps
+#: enough bytes in flight per SM; outputs too small to spread over
 #: ``MIN_PROGRAMS`` programs at the row's size (an H200 has 132 SMs) get smaller tiles, down to
 #: ``MIN_TILE_BYTES`` (one 16-byte store per thread of eight warps).
 MIN_PROGRAMS = 256
@@ -262,8 +262,9 @@ def _output_like(rows: int, in_features: int, dtype: torch.dtype,
                  device: torch.device) -> torch.Tensor:
     """A ``(rows, in_features)`` tensor of ``dtype`` on ``device`` holding one element (every
     stride 0): ``torch.empty_like`` of it is a contiguous output, a call cheaper in torch's
-    argument parsing than ``torch.empty(size, dtype=, device=)`` (0.7 µs of 1.8 on the CI
-    machine). Where it has at most one element its own zero strides would be copied: then it is
+    argument parsing than ``torch.empty(size, dtype=, device=)`` (``benchmarks/NOTES.md``,
+    "Host-side helpers"). Where it has at most one element its own zero strides would be
+    copied: then it is
     a contiguous tensor itself."""
     if rows * in_features <= 1:
         return torch.empty((rows, in_features), dtype=dtype, device=device)
@@ -314,7 +315,8 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
         check(codes, scale, tensor_scale, others)
         return UnpackPlan(None, codes, scale, tensor_scale, captured)
     # the other arguments as they are and by type (what ``describe`` gives them, without a
-    # Python call each: 1-2 µs of the ~13 a planned call took on this 2-core CPU)
+    # Python call each, a share of a planned call's host time: benchmarks/NOTES.md, "Host-side
+    # helpers")
     key = (slot, describe(codes), describe(scale), describe(tensor_scale), others,
            *map(type, others), interpreting())
     work = _CACHE.get(key)

@@ -1,10 +1,10 @@
 """The unpack kernel's configuration for each packed format and output dtype, read once from
 ``unpack_tiles.toml`` and validated.
 
-Why data and not a constant: one tile size for all left NVFP4 at 78-83% of a device copy on a
-4096x4096 weight while the other formats reached 85-90% (H200, ``benchmarks/NOTES.md``,
-"bench_unpack.py v3"), and an NVFP4-only sweep found each dtype best at another size. The file is
-written from a sweep (``gpu_run.sh sweep-unpack``), so each row says what was measured for it.
+Why data and not a constant: one tile size for all formats left NVFP4 under its target on a
+4096x4096 weight while the other formats met it, and each output dtype measured best at another
+size (``benchmarks/NOTES.md``, "Why unpack tiles are data"). The file is written from a sweep
+(``gpu_run.sh sweep-unpack``; each row's share of the copy is in ``benchmarks/NOTES.md``).
 
 A row is a table ``[FORMAT.DTYPE]`` with every key of ``TileConfig``. Every format and dtype the
 kernel takes must have a row: a missing one is an error at import, not a silent default, so a
@@ -21,7 +21,8 @@ from pathlib import Path
 FORMATS = ("int2", "int4", "int8", "nvfp4", "mxfp4", "mxfp8")
 DTYPES = ("float32", "float16", "bfloat16")
 #: A program's output bytes: at least one 16-byte store per thread of eight warps, at most what
-#: a program's registers hold without spilling (64 KB measured 65-75% on the H200, v3's sweep).
+#: a program's registers hold without spilling (64 KB tiles measured slower:
+#: ``benchmarks/NOTES.md``, "Why unpack tiles are data").
 MIN_TILE_BYTES = 4096
 MAX_TILE_BYTES = 65536
 WARP_COUNTS = (1, 2, 4, 8, 16)

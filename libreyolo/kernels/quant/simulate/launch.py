@@ -45,7 +45,8 @@ _NO_BLOCK_SCALES = Grid(True)  # the kernel's SCALE_* arguments when a plan has 
 
 def cdiv(n: int, d: int) -> int:
     """ceil(n / d) for ints, in plain Python: ``triton.cdiv`` called from the host goes through
-    a JIT function's ``__call__`` (five calls cost ~40% of a launch's own Python, cProfile)."""
+    a JIT function's ``__call__``, a visible share of a launch's own Python
+    (``benchmarks/NOTES.md``, "Host-side helpers")."""
     return -(-n // d)
 
 

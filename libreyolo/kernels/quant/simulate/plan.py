@@ -44,8 +44,9 @@ from libreyolo.quant.formats import (
 )
 
 #: Elements per program on the GPU: 16 KiB of float32 in flight per program, 16 per thread at
-#: eight warps (v2: was four warps, 32 per thread, which took ~126 registers and so allowed only
-#: 16 resident warps per SM; at eight warps a thread needs ~62 and 32 warps fit). Fixed (no
+#: eight warps (four warps at 32 a thread take ~126 registers, which allows only 16 resident warps
+#: per SM; at eight warps a thread needs ~62 and 32 warps fit: ``benchmarks/NOTES.md``, "The
+#: fake-quant kernel's tile and launches"). Fixed (no
 #: autotuning), so "every configuration" is this one.
 GPU_TILE = 4096
 #: The widest unit whose amax one program computes from its own tile (a whole row of a dynamic
@@ -55,11 +56,13 @@ MAX_UNIT = 8192
 MAX_PARTIALS = 128
 #: NVFP4 without ``global_amax`` on a tensor of at most this many quantizing programs (GPU
 #: tiles) takes one launch: each program reads the whole tensor for its amax (256 KiB of float32
-#: at most, from L2), instead of an amax pass first (a second launch: on the H200 host, 2026-12-01,
-#: NVFP4 calls took 46-51 µs against 27-33 for one-launch slots). Larger tensors keep the pass.
+#: at most, from L2), instead of an amax pass first (a second launch, which made small NVFP4 calls
+#: the slowest on the host: ``benchmarks/NOTES.md``, "The fake-quant kernel's tile and
+#: launches"). Larger tensors keep the pass.
 INLINE_AMAX_TILES = 16
 #: The same for the single-row pass of a whole tensor's amax (NVFP4 without ``global_amax``): 128
-#: programs, one per SM, each looping over its chunks, kept too few loads in flight (v2).
+#: programs, one per SM, each looping over its chunks, kept too few loads in flight
+#: (``benchmarks/NOTES.md``, "The fake-quant kernel's tile and launches").
 TENSOR_PARTIALS = 512
 
 
@@ -327,8 +330,8 @@ def prepare(slot: str, *args, **kwargs) -> Plan | str:
 
     The key holds ``TRITON_INTERPRET`` as set (the static decline depends on it: equal values,
     equal decisions), and keywords only when there are some: plain values (``fmt``, ``axis``) as
-    they are with their types, others described. On the H200 a call with keywords took ~3 µs
-    more than one without (``benchmarks/NOTES.md``, "Host path v8")."""
+    they are with their types, others described. A call with keywords took measurably more host
+    time than one without (``benchmarks/NOTES.md``, "Host-side helpers")."""
     if is_capturing():
         PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
         return CAPTURE_REASON
