@@ -4,13 +4,15 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env records bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
+#   stages: env records plain bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
 #     sweep-fp8 probe-fp8 timestamps-msda (default: all but hub, the sweeps, probe-fp8 and
 #     timestamps-msda, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
-#     complete when it ends.
+#     complete when it ends, then runs the plain GPU run when its evidence is stale.
+#   plain: `pytest conformance/ --gpu -n auto`, exactly as a kernel author runs it; the run writes
+#     its evidence (conformance/records/plain_gpu_run.json, conformance/plain_run.py).
 #   TESTS: the test paths of the tests stage (default: every GPU test file).
 #   hub: the Hub kernel end to end, offline (docs/hub_kernels.md, "Evidence"): installs `kernels`
 #     from carried wheels (HUB_WHEELS, default .whl: the 44 wheels of `pip download
@@ -87,7 +89,12 @@ for stage in "${stages[@]}"; do
 print(sys.version); print(torch.__version__, torch.version.cuda, triton.__version__); \
 print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     records)
+        # the records the gate reports stale, then the plain run if its evidence is stale
         run records 560 python3 -m conformance.rerecord -n 15
+        tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
+    plain)
+        # what a kernel author runs first, exactly; it writes conformance/records/plain_gpu_run.json
+        run plain 420 python3 -m pytest conformance/ --gpu -n auto
         tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
     tests)
         # the tests that need the GPU (the interpreter's run on CPU, in CI)
