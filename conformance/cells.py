@@ -302,12 +302,6 @@ def refuses(error: ErrorInput, exc: BaseException) -> bool:
                                                       str(exc)) is not None
 
 
-def fallback(spec: SlotSpec):
-    """What runs after every implementation declined: the reference, or the caller's portable
-    path for a slot without one."""
-    return spec.reference_fn() if spec.reference is not None else spec.portable
-
-
 def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
     """Pass when the implementation raises the error input's exception naming the argument, from
     its `accepts` or its call, or declines the input and the fallback raises it; anything else
@@ -348,7 +342,7 @@ def run_error_cell(spec: SlotSpec, plan: ErrorPlan) -> Cell:
         return _refusal_failed(cell, f"raised {type(exc).__name__}: {exc} for input "
                                      f"'{error.name}'; {wanted}")
     try:
-        fallback(spec)(*inputs.args, **inputs.kwargs)
+        spec.fallback()(*inputs.args, **inputs.kwargs)
     except Exception as exc:  # noqa: BLE001
         if refuses(error, exc):
             cell.reason = f"declined ({declined}); the fallback raised {type(exc).__name__}"

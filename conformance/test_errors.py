@@ -8,7 +8,7 @@ import pytest
 
 from conformance import outcomes
 from conformance.catalogue import CATALOGUE, slot
-from conformance.cells import ErrorPlan, fallback, refuses, run_cell, run_error_cell
+from conformance.cells import ErrorPlan, refuses, run_cell, run_error_cell
 from conformance.negative import load_controls
 from conformance.plan import cell_plans, error_plans
 
@@ -35,7 +35,7 @@ def test_every_slot_declares_error_inputs_its_fallback_refuses(name):
     for error in spec.error_inputs:
         inputs = error.build("cpu", "meta")
         with pytest.raises(error.error) as raised:
-            fallback(spec)(*inputs.args, **inputs.kwargs)
+            spec.fallback()(*inputs.args, **inputs.kwargs)
         assert refuses(error, raised.value), f"{error.name}: {raised.value}"
 
 

@@ -1,4 +1,5 @@
-"""The slot catalogue: every module in this package exposes `SLOTS`, a list of `SlotSpec`.
+"""The suite's profiles of the declared slots: every module in this package exposes `SLOTS`, a
+list of `SlotSpec`, each attached by name to a slot declared in `libreyolo/kernels/slots.py`.
 
 Adding a slot family is adding a module here; nothing else in the suite names a slot.
 """
@@ -7,8 +8,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import replace
 
 from conformance.catalogue.spec import SlotSpec
+from libreyolo.kernels.slots import get_slot
 
 
 def _discover() -> dict[str, SlotSpec]:
@@ -20,7 +23,8 @@ def _discover() -> dict[str, SlotSpec]:
         for spec in getattr(module, "SLOTS", ()):
             if spec.name in slots:
                 raise ValueError(f"slot {spec.name!r} is declared twice in the catalogue")
-            slots[spec.name] = spec
+            get_slot(spec.name)  # a profile attaches to a declared slot, by name
+            slots[spec.name] = replace(spec, family=info.name)
     return slots
 
 

@@ -12,10 +12,8 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.catalogue.spec import (
-    FLOAT_DTYPES,
     TRITON_EXPECTATION,
     Case,
-    Contract,
     Expectation,
     Inputs,
     SlotSpec,
@@ -23,10 +21,9 @@ from conformance.catalogue.spec import (
     tensor,
 )
 from conformance.ms_deform_attn import cases as msda_cases
-from conformance.ms_deform_attn import parity
-from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
+from libreyolo.kernels.slots import get_slot
 
-MSDA_LAYOUTS = ("contiguous", "gapped")
+MSDA_LAYOUTS = get_slot("ms_deform_attn").layouts
 
 
 def _msda_inputs(case: Case, dtype: torch.dtype, layout: str, gen: torch.Generator) -> Inputs:
@@ -94,16 +91,8 @@ MSDA_ERRORS = (
 SLOTS = [
     SlotSpec(
         name="ms_deform_attn",
-        family="attention",
-        signature="(value, spatial_shapes, sampling_locations, attention_weights)",
-        reference=None,
-        contract=Contract("bounded", k=parity.K, floor=parity.FLOOR_ULPS),
-        shapes="ms_deform_attn.toml",
         make_inputs=_msda_inputs,
         strategy=_msda_strategy,
-        portable=ms_deform_attn_portable,
-        dtypes=FLOAT_DTYPES,
-        layouts=MSDA_LAYOUTS,
         # the Hub kernel (Deformable DETR's compiled op) is taken on CUDA, float32 only
         expects={"triton": TRITON_EXPECTATION,
                  "hub": Expectation(modes=frozenset({"cuda", "cuda-graph"}),

@@ -13,10 +13,8 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.catalogue.spec import (
-    FLOAT_DTYPES,
     TRITON_EXPECTATION,
     Case,
-    Contract,
     Expectation,
     Inputs,
     SlotSpec,
@@ -24,13 +22,10 @@ from conformance.catalogue.spec import (
     tensor,
 )
 from conformance.layouts import apply_layout
-from conformance.ms_deform_attn import parity
-from libreyolo.kernels.attention.ms_deform_attn.portable import (
-    SAMPLING_METHODS,
-    ms_deform_attn_ragged_portable,
-)
+from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS
+from libreyolo.kernels.slots import get_slot
 
-LAYOUTS = ("contiguous", "gapped")
+LAYOUTS = get_slot("ms_deform_attn_ragged").layouts
 LOCATIONS = ("uniform", "outside", "centres", "borders")
 SHAPES_AS = ("pairs", "tensor")
 
@@ -138,7 +133,7 @@ def _strategy():
     return st.sampled_from(LOCATIONS).flatmap(layouts)
 
 
-# Error inputs: the portable path's own checks (_validate_ragged), each naming the argument. A
+# Error inputs: the portable path's own checks (validate_ragged_inputs), each naming the argument. A
 # valid call: batch 1, levels (2, 3) and (1, 2) as pairs (len_in 8), 2 heads of 4 channels, 5
 # queries, points per level [2, 1].
 RAGGED_RULE = ("docs/ms_deform_attn.md, \"Ragged layout\": the slot's layout; bad input raises "
@@ -171,17 +166,8 @@ RAGGED_ERRORS = (
 SLOTS = [
     SlotSpec(
         name="ms_deform_attn_ragged",
-        family="attention",
-        signature="(value, spatial_shapes, sampling_locations, attention_weights, "
-                  "points_per_level, method)",
-        reference=None,
-        contract=Contract("bounded", k=parity.K, floor=parity.FLOOR_ULPS),
-        shapes="ms_deform_attn_ragged.toml",
         make_inputs=_inputs,
         strategy=_strategy,
-        portable=ms_deform_attn_ragged_portable,
-        dtypes=FLOAT_DTYPES,
-        layouts=LAYOUTS,
         expects={"triton": TRITON_EXPECTATION,
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
                                   layouts=frozenset(LAYOUTS))},

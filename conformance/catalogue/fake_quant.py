@@ -17,7 +17,6 @@ from conformance import strategies as layouts_st
 from conformance.catalogue.spec import (
     TRITON_EXPECTATION,
     Case,
-    Contract,
     Inputs,
     SlotSpec,
     error_input,
@@ -25,7 +24,6 @@ from conformance.catalogue.spec import (
 )
 from conformance.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
 
-EXACT_STE = Contract("exact", ste=True)
 EXPECTS = {"triton": TRITON_EXPECTATION}
 FP8_GRIDS = {"e4m3": E4M3, "e5m2": E5M2}
 
@@ -243,21 +241,10 @@ APPLIED = {
 }
 
 
-def _spec(name, signature, make_inputs, strategy, error_inputs):
-    return SlotSpec(
-        name=name,
-        family="fake_quant",
-        signature=signature,
-        reference=f"libreyolo.quant.fake_quant:{name}",
-        contract=EXACT_STE,
-        shapes=f"{name}.toml",
-        make_inputs=make_inputs,
-        strategy=strategy,
-        ste_mask=ste_mask(name),
-        expects=EXPECTS,
-        error_inputs=error_inputs,
-        applied=APPLIED[name],
-    )
+def _spec(name, make_inputs, strategy, error_inputs):
+    return SlotSpec(name=name, make_inputs=make_inputs, strategy=strategy,
+                    ste_mask=ste_mask(name), expects=EXPECTS, error_inputs=error_inputs,
+                    applied=APPLIED[name])
 
 
 def _case(params: dict) -> Case:
@@ -291,28 +278,28 @@ def _plain(min_dims, max_dims=4, **fixed):
 
 
 SLOTS = [
-    _spec("fake_quant_int8_per_channel", "(x, scale, axis=0)", _int8_per_channel,
+    _spec("fake_quant_int8_per_channel", _int8_per_channel,
           lambda: _with_axis(layouts_st.shapes(min_dims=1)), INT8_PER_CHANNEL_ERRORS),
-    _spec("fake_quant_int8_affine", "(x, scale, zero_point)", _int8_affine,
+    _spec("fake_quant_int8_affine", _int8_affine,
           lambda: st.builds(lambda s, zp: _case({"shape": list(s), "zero_point": zp}),
                             layouts_st.shapes(min_dims=0), st.integers(-128, 127)),
           INT8_AFFINE_ERRORS),
-    _spec("fake_quant_fp8", '(x, scale=None, *, fmt="e4m3", axis=None)', _fp8, _fp8_strategy,
+    _spec("fake_quant_fp8", _fp8, _fp8_strategy,
           FP8_ERRORS),
-    _spec("fake_quant_int_grouped", "(w, bits, group_size)", _int_grouped, _grouped_strategy,
+    _spec("fake_quant_int_grouped", _int_grouped, _grouped_strategy,
           INT_GROUPED_ERRORS),
-    _spec("fake_quant_nvfp4_weight", "(w, global_amax=None)", _nvfp4_weight,
+    _spec("fake_quant_nvfp4_weight", _nvfp4_weight,
           lambda: st.builds(lambda s, g: _case({"shape": list(s), "global_amax": g}),
                             layouts_st.shapes(min_dims=2, max_dims=2), st.booleans()),
           NVFP4_WEIGHT_ERRORS),
-    _spec("fake_quant_nvfp4_dynamic", "(x)", partial(_blocked, E2M1, 16, -1), _plain(1),
+    _spec("fake_quant_nvfp4_dynamic", partial(_blocked, E2M1, 16, -1), _plain(1),
           DYNAMIC_ERRORS),
-    _spec("fake_quant_mxfp4_weight", "(w)", partial(_blocked, E2M1, 32, 1), _plain(2, 2),
+    _spec("fake_quant_mxfp4_weight", partial(_blocked, E2M1, 32, 1), _plain(2, 2),
           WEIGHT_ERRORS),
-    _spec("fake_quant_mxfp4_dynamic", "(x)", partial(_blocked, E2M1, 32, -1), _plain(1),
+    _spec("fake_quant_mxfp4_dynamic", partial(_blocked, E2M1, 32, -1), _plain(1),
           DYNAMIC_ERRORS),
-    _spec("fake_quant_mxfp8_weight", "(w)", partial(_blocked, E4M3, 32, 1), _plain(2, 2),
+    _spec("fake_quant_mxfp8_weight", partial(_blocked, E4M3, 32, 1), _plain(2, 2),
           WEIGHT_ERRORS),
-    _spec("fake_quant_mxfp8_dynamic", "(x)", partial(_blocked, E4M3, 32, -1), _plain(1),
+    _spec("fake_quant_mxfp8_dynamic", partial(_blocked, E4M3, 32, -1), _plain(1),
           DYNAMIC_ERRORS),
 ]

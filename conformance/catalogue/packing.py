@@ -27,7 +27,6 @@ from conformance.catalogue.spec import (
 from conformance.layouts import apply_layout
 from conformance.numerics import E2M1, E4M3, INT_BITS
 
-EXACT = Contract("exact")
 
 
 def _finite_weight(case: Case, grid, size: int, gen: torch.Generator) -> torch.Tensor:
@@ -184,21 +183,15 @@ APPLIED = {
 }
 
 
-def _spec(name, signature, make_inputs, shapes, strategy, error_inputs):
-    return SlotSpec(name=name, family="packing", signature=signature,
-                    reference=f"libreyolo.quant.packing:{name}", contract=EXACT, shapes=shapes,
-                    make_inputs=make_inputs, strategy=strategy, dtypes=FLOAT_DTYPES,
+def _spec(name, make_inputs, strategy, error_inputs):
+    return SlotSpec(name=name, make_inputs=make_inputs, strategy=strategy,
                     expects={"triton": TRITON_EXPECTATION}, error_inputs=error_inputs,
                     applied=APPLIED[name])
 
 
 SLOTS = [
-    _spec("unpack_int_grouped", "(codes, scale, bits, group_size, in_features, dtype=float32)",
-          _int_grouped, "unpack_int_grouped.toml", _grouped_strategy, INT_GROUPED_ERRORS),
-    _spec("unpack_nvfp4", "(codes, block_scale, tensor_scale, in_features, dtype=float32)",
-          _nvfp4, "unpack_nvfp4.toml", _weights(), NVFP4_ERRORS),
-    _spec("unpack_mxfp4", "(codes, scale, in_features, dtype=float32)", _mxfp4,
-          "unpack_mxfp4.toml", _weights(), MXFP4_ERRORS),
-    _spec("unpack_mxfp8", "(codes, scale, dtype=float32)", _mxfp8, "unpack_mxfp8.toml",
-          _weights(), MXFP8_ERRORS),
+    _spec("unpack_int_grouped", _int_grouped, _grouped_strategy, INT_GROUPED_ERRORS),
+    _spec("unpack_nvfp4", _nvfp4, _weights(), NVFP4_ERRORS),
+    _spec("unpack_mxfp4", _mxfp4, _weights(), MXFP4_ERRORS),
+    _spec("unpack_mxfp8", _mxfp8, _weights(), MXFP8_ERRORS),
 ]

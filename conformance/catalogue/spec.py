@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -10,36 +9,11 @@ from typing import Any
 
 import torch
 
-MODES = ("cpu", "interpreter", "cuda", "cuda-graph")
-LAYOUTS = ("contiguous", "gapped", "transposed")
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-CONTRACT_KINDS = ("exact", "bounded")
+from libreyolo.kernels.capabilities import MODES
+from libreyolo.kernels.slots import FLOAT_DTYPES, LAYOUTS, Contract, Slot, get_slot
 
-
-@dataclass(frozen=True)
-class Contract:
-    """How an implementation's output is judged against the reference.
-
-    `exact`: bit patterns equal the CPU reference's. `bounded`: for the output and the gradients
-    of the `grad_args` inputs, the error against the portable path run in float64 is at most `k`
-    times the portable path's own error in the input's precision, plus a floor of `floor` epsilons
-    of that precision times the float64 result's largest magnitude.
-    `ste`: the gradient of the first grad arg equals `torch.where(mask, g, 0)` bit for bit.
-    """
-
-    kind: str
-    ste: bool = False
-    k: float | None = None
-    floor: float | None = None
-
-    def __post_init__(self):
-        if self.kind not in CONTRACT_KINDS:
-            raise ValueError(f"Contract.kind must be one of {CONTRACT_KINDS}, got {self.kind!r}")
-        if self.kind == "bounded" and (self.k is None or self.floor is None):
-            raise ValueError("a bounded Contract needs both k and floor")
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "ste": self.ste, "k": self.k, "floor": self.floor}
+__all__ = ["ANY_IMPLEMENTATION", "FLOAT_DTYPES", "LAYOUTS", "MODES", "Case", "Contract",
+           "ErrorInput", "Expectation", "Inputs", "SlotSpec", "error_input", "tensor"]
 
 
 @dataclass(frozen=True)
@@ -173,38 +147,82 @@ def tensor(shape=(4, 6), dtype: torch.dtype = torch.float32, *, values=None,
 
 @dataclass(frozen=True)
 class SlotSpec:
-    """One slot as the suite sees it; see docs/conformance.md, "Adding a slot"."""
+    """The suite's profile of one slot, attached to its declaration by name: how to make its
+    inputs (the shape set `shapes`, the seeded generator, the hypothesis strategy), its error
+    inputs, which cases each implementation is held to, and how to explain a mismatch. What the
+    slot is (signature, reference, contract, dtypes, layouts, portable path) is its declaration's
+    (`libreyolo/kernels/slots.py`), read through the properties below; see docs/conformance.md,
+    "Adding a slot"."""
 
     name: str
-    family: str
-    signature: str
-    reference: str | None
-    contract: Contract
-    shapes: str
     make_inputs: Callable[[Case, torch.dtype, str, torch.Generator], Inputs]
     strategy: Callable[[], Any]
     ste_mask: Callable[..., torch.Tensor] | None = None
-    portable: Callable[..., torch.Tensor] | None = None
-    dtypes: tuple = FLOAT_DTYPES
-    layouts: tuple = LAYOUTS
     expects: Mapping[str, Expectation] = field(default_factory=dict)
     error_inputs: tuple[ErrorInput, ...] = ()
     #: (inputs, output index) -> the parameters that applied at that output element (its scale,
     #: zero point, block scale, code byte...), for mismatch messages
     applied: Callable[[Inputs, tuple], dict] | None = None
+    #: the catalogue module that holds this profile (set when the catalogue is gathered)
+    family: str = ""
 
     def __post_init__(self):
         if self.contract.ste and self.ste_mask is None:
             raise ValueError(f"slot {self.name}: an ste contract needs ste_mask")
-        if self.contract.kind == "bounded" and self.portable is None:
-            raise ValueError(f"slot {self.name}: a bounded contract needs a portable path")
+
+    @property
+    def slot(self) -> Slot:
+        return get_slot(self.name)
+
+    @property
+    def signature(self) -> str:
+        return self.slot.schema
+
+    @property
+    def reference(self) -> str | None:
+        return self.slot.reference
+
+    @property
+    def contract(self) -> Contract:
+        return self.slot.contract
+
+    @property
+    def dtypes(self) -> tuple:
+        return self.slot.dtypes
+
+    @property
+    def layouts(self) -> tuple:
+        return self.slot.layouts
+
+    @property
+    def shapes(self) -> str:
+        """The shape set's file in conformance/shapes/, named after the slot."""
+        return f"{self.name}.toml"
+
+    @property
+    def portable(self) -> Callable | None:
+        """The callers' portable path of a slot without a reference (the bounded contract's
+        yardstick and oracle), unchecked: the oracle runs it on float64."""
+        return None if self.reference is not None else self.slot.load_portable()
 
     def reference_fn(self) -> Callable:
         """The reference function, imported on demand (`module:function`)."""
         if self.reference is None:
             raise ValueError(f"slot {self.name} has no reference")
-        module, _, attribute = self.reference.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return self.slot.load_reference()
+
+    def fallback(self) -> Callable:
+        """What runs after every implementation declined: the reference, or, for a slot without
+        one, its validator and then the callers' portable path."""
+        if self.reference is not None:
+            return self.reference_fn()
+        validate, portable = self.slot.load_validator(), self.slot.load_portable()
+
+        def checked(*args, **kwargs):
+            validate(*args, **kwargs)
+            return portable(*args, **kwargs)
+
+        return checked
 
     def expectation(self, impl_name: str) -> Expectation:
         if impl_name == "reference":

@@ -23,9 +23,9 @@ import torch
 
 from conformance.bounds import bounded_limit
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
+from libreyolo.kernels.slots import MSDA_BOUND
 
-K = 8.0
-FLOOR_ULPS = 8.0
+K, FLOOR_ULPS = MSDA_BOUND.k, MSDA_BOUND.floor  # declared with the slot
 QUANTITIES = ("output", "grad_value", "grad_sampling_locations", "grad_attention_weights")
 
 

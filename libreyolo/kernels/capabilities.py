@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 import torch
 
 from . import settings
-from .slots import get_slot
+from .slots import LAYOUTS, get_slot
 
 MODES = ("cpu", "interpreter", "cuda", "cuda-graph")
-LAYOUTS = ("contiguous", "transposed", "gapped")
 #: The device type each mode runs on.
 MODE_DEVICES = {"cpu": "cpu", "interpreter": "cpu", "cuda": "cuda", "cuda-graph": "cuda"}
 DECLARED = "declared unsupported"

@@ -1,33 +1,133 @@
-"""The slot catalogue: every accelerated operation, declared once.
+"""The slot catalogue: every accelerated operation, declared once, as data.
 
-A slot is a named operation. Its reference (``"module:function"``) defines what the numbers mean
-and is registered under the name ``reference`` when the registry loads; slots without one
-(attention, GEMM) let callers keep their own portable path, and ``dispatch`` returns ``None`` when
-no implementation takes an input. The conformance suite keeps each slot's parity contract and
-test profile in ``conformance/catalogue/``, keyed by the same names.
+A slot is a named operation. Its declaration says everything the rest derives from: the
+signature (a ``torch.library`` schema, from which the Python signature, the slot's operator and
+the binding of a call's arguments come), the reference (``"module:function"``) that defines what
+the numbers mean, or for a slot without one the callers' portable path and a validator; the output
+it returns as a function of its inputs (``outputs.py``); the parity contract; and the dtypes and
+layouts it is defined for. The registry, ``ops``, the operators, the CLI and the docs tables read
+it; the conformance suite attaches its test profile (shape set, input generator, strategy, error
+inputs) by the slot's name (``conformance/catalogue/``) and repeats none of these fields.
+
+A reference is registered under the name ``reference`` when the registry loads; slots without
+one let callers keep their own portable path, and ``dispatch`` returns ``None`` when no
+implementation takes an input.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch
+
+from . import outputs
+from .outputs import Output
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+LAYOUTS = ("contiguous", "gapped", "transposed")
+CONTRACT_KINDS = ("exact", "bounded")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """How an implementation's output is judged against the reference.
+
+    `exact`: bit patterns equal the CPU reference's. `bounded`: for the output and the gradients
+    of the differentiable inputs, the error against the portable path run in float64 is at most
+    `k` times the portable path's own error in the input's precision, plus a floor of `floor`
+    epsilons of that precision times the float64 result's largest magnitude.
+    `ste`: the gradient of the first input equals `torch.where(mask, g, 0)` bit for bit.
+    """
+
+    kind: str
+    ste: bool = False
+    k: float | None = None
+    floor: float | None = None
+
+    def __post_init__(self):
+        if self.kind not in CONTRACT_KINDS:
+            raise ValueError(f"Contract.kind must be one of {CONTRACT_KINDS}, got {self.kind!r}")
+        if self.kind == "bounded" and (self.k is None or self.floor is None):
+            raise ValueError("a bounded Contract needs both k and floor")
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "ste": self.ste, "k": self.k, "floor": self.floor}
+
+
+EXACT = Contract("exact")
+EXACT_STE = Contract("exact", ste=True)
+#: docs/fp8_execute.md, "The GEMM's bound": a correct FP8 GEMM differs from the float32-summing
+#: portable path by its summation order and the order of its two scale multiplies.
+GEMM_BOUND = Contract("bounded", k=4.0, floor=8.0)
+#: Deformable attention's bound (conformance/ms_deform_attn/parity.py says why these numbers):
+#: the kernels' error over the portable float32 error was at most 2.75 under the interpreter,
+#: k = 8 leaves ~3x for the GPU's summation orders; the floor covers a portable error of zero.
+MSDA_BOUND = Contract("bounded", k=8.0, floor=8.0)
 
 
 @dataclass(frozen=True)
 class Slot:
+    """One slot's declaration (see the module docstring)."""
+
     name: str
-    reference: str | None
     doc: str
-    #: For a slot without a reference: a function of the slot's arguments that raises the
-    #: slot's TypeError/ValueError for bad input (the registry's judge of a failing kernel).
+    #: ``(Type name=default, ...) -> Result``: a torch.library schema without the op's name.
+    schema: str
+    output: Callable
+    contract: Contract
+    reference: str | None = None
+    #: For a slot without a reference: the callers' portable path (what its operator falls back
+    #: to), and a function of the slot's arguments that raises the slot's TypeError/ValueError
+    #: for bad input (the registry's judge of a failing kernel).
+    portable: str | None = None
     validator: str | None = None
+    dtypes: tuple = FLOAT_DTYPES
+    layouts: tuple = LAYOUTS
+
+    def __post_init__(self):
+        if (self.reference is None) == (self.portable is None):
+            raise ValueError(f"slot {self.name}: declare a reference or a portable path, "
+                             "not both")
+        if self.reference is None and self.validator is None:
+            raise ValueError(f"slot {self.name}: a slot without a reference needs a validator")
 
     def load_reference(self) -> Callable | None:
         return _load(self.reference)
 
     def load_validator(self) -> Callable | None:
         return _load(self.validator)
+
+    def load_portable(self) -> Callable:
+        """The reference, or the callers' portable path: what runs when nothing else does."""
+        return _load(self.reference or self.portable)
+
+    @property
+    def judge(self) -> Callable:
+        """What decides whether an input is bad: the reference (it runs the input last), or the
+        validator of a slot without one."""
+        return self.load_reference() or self.load_validator()
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return _python_signature(self.schema)
+
+    def bind(self, args: tuple, kwargs: dict) -> dict[str, object]:
+        """The call's arguments by parameter name, defaults applied; a TypeError naming the
+        slot for a call its signature does not take."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}{self.signature}: {exc}") from None
+        bound.apply_defaults()
+        return bound.arguments
+
+    def expected_output(self, args: tuple, kwargs: dict) -> Output | tuple[Output, ...]:
+        return self.output(self.bind(args, kwargs))
 
 
 def _load(target: str | None) -> Callable | None:
@@ -38,43 +138,118 @@ def _load(target: str | None) -> Callable | None:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _fake_quant(name: str, doc: str) -> Slot:
-    return Slot(name, f"libreyolo.quant.fake_quant:{name}", doc)
+_DEFAULTS = {"None": None, "True": True, "False": False,
+             **{name: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}}
 
 
-def _unpack(name: str, doc: str) -> Slot:
-    return Slot(name, f"libreyolo.quant.packing:{name}", doc)
+@functools.cache
+def _python_signature(schema: str) -> inspect.Signature:
+    """The Python signature of a schema's arguments: names, defaults, keyword-only after ``*``."""
+    arguments = schema[schema.index("(") + 1:schema.rindex(")")]
+    parameters, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for item in (a.strip() for a in arguments.split(",") if a.strip()):
+        if item == "*":
+            kind = inspect.Parameter.KEYWORD_ONLY
+            continue
+        declaration, _, default = item.partition("=")
+        name = declaration.split()[-1]
+        if not default:
+            parameters.append(inspect.Parameter(name, kind))
+            continue
+        default = default.strip()
+        if default in _DEFAULTS:
+            value = _DEFAULTS[default]
+        elif re.fullmatch(r'"[^"]*"', default):
+            value = default[1:-1]
+        else:
+            value = int(default)
+        parameters.append(inspect.Parameter(name, kind, default=value))
+    return inspect.Signature(parameters)
 
+
+def _fake_quant(name: str, schema: str, doc: str) -> Slot:
+    first = re.match(r"\(Tensor (\w+)", schema).group(1)
+    return Slot(name, doc, f"{schema} -> Tensor", outputs.like(first), EXACT_STE,
+                reference=f"libreyolo.quant.fake_quant:{name}")
+
+
+def _unpack(name: str, schema: str, doc: str, *, in_features: bool = True) -> Slot:
+    return Slot(name, doc, f"{schema} -> Tensor",
+                outputs.unpacked("in_features" if in_features else None), EXACT,
+                reference=f"libreyolo.quant.packing:{name}")
+
+
+_EXECUTE = "libreyolo.quant.fp8_execute"
+_MSDA = "libreyolo.kernels.attention.ms_deform_attn.portable"
+_MSDA_SCHEMA = "(Tensor value, Tensor spatial_shapes, Tensor sampling_locations, " \
+               "Tensor attention_weights"
+_GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias=None, " \
+               "ScalarType out_dtype=bfloat16) -> Tensor"
+_HALF = (torch.float16, torch.bfloat16)
+_MSDA_LAYOUTS = ("contiguous", "gapped")
 
 SLOTS: tuple[Slot, ...] = (
-    _fake_quant("fake_quant_int8_per_channel", "symmetric int8 (±127), one scale per channel"),
-    _fake_quant("fake_quant_int8_affine", "int8 [-128, 127] with per-tensor scale and zero point"),
-    _fake_quant("fake_quant_fp8", "FP8 E4M3/E5M2: per-tensor, per-channel or dynamic per-row"),
-    _fake_quant("fake_quant_int_grouped", "int2/int4/int8, one scale per group of inputs"),
-    _fake_quant("fake_quant_nvfp4_weight", "NVFP4 weight: E2M1, 16-blocks, E4M3 + fp32 scales"),
-    _fake_quant("fake_quant_nvfp4_dynamic", "NVFP4 activation, scales from the tensor itself"),
-    _fake_quant("fake_quant_mxfp4_weight", "MXFP4 weight: E2M1, 32-blocks, E8M0 scales"),
-    _fake_quant("fake_quant_mxfp4_dynamic", "MXFP4 activation, blocks along the last dim"),
-    _fake_quant("fake_quant_mxfp8_weight", "MXFP8 weight: E4M3, 32-blocks, E8M0 scales"),
-    _fake_quant("fake_quant_mxfp8_dynamic", "MXFP8 activation, blocks along the last dim"),
-    _unpack("unpack_int_grouped", "packed grouped int2/int4/int8 codes to floats"),
-    _unpack("unpack_nvfp4", "packed NVFP4 codes and scales to floats"),
-    _unpack("unpack_mxfp4", "packed MXFP4 codes and scales to floats"),
-    _unpack("unpack_mxfp8", "packed MXFP8 codes and scales to floats"),
-    Slot("fp8_cast_static", "libreyolo.quant.fp8_execute:fp8_cast_static",
-         "activations to E4M3 codes with a per-tensor scale (the FP8 GEMM's prologue)"),
-    Slot("fp8_cast_dynamic", "libreyolo.quant.fp8_execute:fp8_cast_dynamic",
-         "activations to E4M3 codes and per-row scales in one pass (dynamic prologue)"),
-    Slot("fp8_perchannel_epilogue", "libreyolo.quant.fp8_execute:fp8_perchannel_epilogue",
-         "float32 accumulator x row scale x column scale + bias, ReLU, cast"),
-    Slot("fp8_gemm", None, "E4M3 GEMM, per-row x per-output-channel scales, bias, out dtype",
-         validator="libreyolo.quant.fp8_execute:check_fp8_gemm"),
-    Slot("fp8_gemm_tensorwise", None, "E4M3 GEMM with per-tensor scales, bias, out dtype",
-         validator="libreyolo.quant.fp8_execute:check_fp8_gemm_tensorwise"),
-    Slot("ms_deform_attn", None, "multi-scale deformable attention (Deformable-DETR layout)",
-         validator="libreyolo.kernels.attention.ms_deform_attn.portable:validate_inputs"),
-    Slot("ms_deform_attn_ragged", None,
-         "deformable attention with a point count per level, bilinear or discrete (RT-DETRv2)"),
+    _fake_quant("fake_quant_int8_per_channel", "(Tensor x, Tensor scale, int axis=0)",
+                "symmetric int8 (±127), one scale per channel"),
+    _fake_quant("fake_quant_int8_affine", "(Tensor x, Tensor scale, int zero_point)",
+                "int8 [-128, 127] with per-tensor scale and zero point"),
+    _fake_quant("fake_quant_fp8",
+                '(Tensor x, Tensor? scale=None, *, str fmt="e4m3", int? axis=None)',
+                "FP8 E4M3/E5M2: per-tensor, per-channel or dynamic per-row"),
+    _fake_quant("fake_quant_int_grouped", "(Tensor w, int bits, int group_size)",
+                "int2/int4/int8, one scale per group of inputs"),
+    _fake_quant("fake_quant_nvfp4_weight", "(Tensor w, Tensor? global_amax=None)",
+                "NVFP4 weight: E2M1, 16-blocks, E4M3 + fp32 scales"),
+    _fake_quant("fake_quant_nvfp4_dynamic", "(Tensor x)",
+                "NVFP4 activation, scales from the tensor itself"),
+    _fake_quant("fake_quant_mxfp4_weight", "(Tensor w)",
+                "MXFP4 weight: E2M1, 32-blocks, E8M0 scales"),
+    _fake_quant("fake_quant_mxfp4_dynamic", "(Tensor x)",
+                "MXFP4 activation, blocks along the last dim"),
+    _fake_quant("fake_quant_mxfp8_weight", "(Tensor w)",
+                "MXFP8 weight: E4M3, 32-blocks, E8M0 scales"),
+    _fake_quant("fake_quant_mxfp8_dynamic", "(Tensor x)",
+                "MXFP8 activation, blocks along the last dim"),
+    _unpack("unpack_int_grouped", "(Tensor codes, Tensor scale, int bits, int group_size, "
+            "int in_features, ScalarType dtype=float32)",
+            "packed grouped int2/int4/int8 codes to floats"),
+    _unpack("unpack_nvfp4", "(Tensor codes, Tensor block_scale, Tensor tensor_scale, "
+            "int in_features, ScalarType dtype=float32)",
+            "packed NVFP4 codes and scales to floats"),
+    _unpack("unpack_mxfp4", "(Tensor codes, Tensor scale, int in_features, "
+            "ScalarType dtype=float32)", "packed MXFP4 codes and scales to floats"),
+    _unpack("unpack_mxfp8", "(Tensor codes, Tensor scale, ScalarType dtype=float32)",
+            "packed MXFP8 codes and scales to floats", in_features=False),
+    Slot("fp8_cast_static",
+         "activations to E4M3 codes with a per-tensor scale (the FP8 GEMM's prologue)",
+         "(Tensor x, Tensor scale) -> Tensor", outputs.like("x", torch.float8_e4m3fn), EXACT,
+         reference=f"{_EXECUTE}:fp8_cast_static"),
+    Slot("fp8_cast_dynamic",
+         "activations to E4M3 codes and per-row scales in one pass (dynamic prologue)",
+         "(Tensor x) -> (Tensor, Tensor)", outputs.fp8_codes_and_row_scales, EXACT,
+         reference=f"{_EXECUTE}:fp8_cast_dynamic"),
+    Slot("fp8_perchannel_epilogue",
+         "float32 accumulator x row scale x column scale + bias, ReLU, cast",
+         "(Tensor acc, Tensor row_scale, Tensor col_scale, Tensor? bias=None, "
+         "str? activation=None, ScalarType out_dtype=bfloat16) -> Tensor", outputs.epilogue,
+         EXACT, reference=f"{_EXECUTE}:fp8_perchannel_epilogue"),
+    # The GEMMs' outputs are half precision: Hopper's FP8 tensor cores accumulate with ~14 bits
+    # (docs/fp8_execute.md, "Outputs are half precision").
+    Slot("fp8_gemm", "E4M3 GEMM, per-row x per-output-channel scales, bias, out dtype",
+         _GEMM_SCHEMA, outputs.gemm, GEMM_BOUND, portable=f"{_EXECUTE}:fp8_gemm_portable",
+         validator=f"{_EXECUTE}:check_fp8_gemm", dtypes=_HALF),
+    Slot("fp8_gemm_tensorwise", "E4M3 GEMM with per-tensor scales, bias, out dtype",
+         _GEMM_SCHEMA, outputs.gemm, GEMM_BOUND, portable=f"{_EXECUTE}:fp8_gemm_portable",
+         validator=f"{_EXECUTE}:check_fp8_gemm_tensorwise", dtypes=_HALF),
+    Slot("ms_deform_attn", "multi-scale deformable attention (Deformable-DETR layout)",
+         f"{_MSDA_SCHEMA}) -> Tensor", outputs.attention, MSDA_BOUND,
+         portable=f"{_MSDA}:ms_deform_attn_portable", validator=f"{_MSDA}:validate_inputs",
+         layouts=_MSDA_LAYOUTS),
+    Slot("ms_deform_attn_ragged",
+         "deformable attention with a point count per level, bilinear or discrete (RT-DETRv2)",
+         f'{_MSDA_SCHEMA}, int[] points_per_level, str method="bilinear") -> Tensor',
+         outputs.attention, MSDA_BOUND, portable=f"{_MSDA}:ms_deform_attn_ragged_portable",
+         validator=f"{_MSDA}:validate_ragged_inputs", layouts=_MSDA_LAYOUTS),
 )
 
 _BY_NAME = {slot.name: slot for slot in SLOTS}

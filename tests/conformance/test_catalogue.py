@@ -1,5 +1,6 @@
-"""The catalogue is the single source: it covers every declared slot, agrees with the registry's
-declarations, its shape sets follow the schema, and the docs table is generated from it."""
+"""The suite's profiles attach to the slots' declarations by name: one per declared slot, none
+repeating a declared field; the shape sets follow their schema, and the docs table is generated
+from the declarations."""
 
 from pathlib import Path
 
@@ -12,12 +13,23 @@ from conformance.render import catalogue_table, generated_block
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
 
-def test_every_declared_slot_is_in_the_catalogue_with_the_same_reference():
+def test_every_declared_slot_has_a_profile_and_every_profile_a_declaration():
     from libreyolo.kernels import SLOTS
 
-    declared = {slot.name: slot.reference for slot in SLOTS}
-    assert declared.keys() == CATALOGUE.keys()
-    assert {name: spec.reference for name, spec in CATALOGUE.items()} == declared
+    assert {slot.name for slot in SLOTS} == CATALOGUE.keys()
+    assert all(CATALOGUE[slot.name].slot is slot for slot in SLOTS)
+
+
+def test_a_profile_repeats_no_field_of_the_declaration():
+    """What a slot is lives in its declaration (libreyolo/kernels/slots.py) alone: a profile's
+    fields are the suite's (inputs, strategy, errors, expectations), never the slot's."""
+    from dataclasses import fields
+
+    from conformance.catalogue.spec import SlotSpec
+    from libreyolo.kernels import Slot
+
+    declared = {f.name for f in fields(Slot)} - {"name"}
+    assert not declared & {f.name for f in fields(SlotSpec)}
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))

@@ -89,14 +89,19 @@ def validate_inputs(value, spatial_shapes, sampling_locations, attention_weights
     return shapes
 
 
-def _validate_ragged(value, spatial_shapes, sampling_locations, attention_weights,
-                     points_per_level, method):
+def validate_ragged_inputs(value, spatial_shapes, sampling_locations, attention_weights,
+                           points_per_level, method="bilinear"):
+    """Check the ragged slot's layout; return the levels' ``(H, W)`` pairs and point counts.
+
+    The errors of :func:`validate_inputs`, and for ``points_per_level`` (a count per level, each
+    an int, not a bool) and ``method`` (one of ``SAMPLING_METHODS``).
+    """
     _check_tensors(value, sampling_locations, attention_weights)
     shapes = level_shapes(spatial_shapes)
     _check_len_in(value, shapes)
-    if method not in SAMPLING_METHODS:
+    if not isinstance(method, str) or method not in SAMPLING_METHODS:
         raise ValueError(f"method must be one of {SAMPLING_METHODS}, got {method!r}")
-    points = [int(n) for n in points_per_level]
+    points = _counts(points_per_level)
     if len(points) != len(shapes) or any(n < 0 for n in points):
         raise ValueError(f"points_per_level must give a non-negative count for each of the "
                          f"{len(shapes)} levels, got {list(points_per_level)}")
@@ -112,6 +117,20 @@ def _validate_ragged(value, spatial_shapes, sampling_locations, attention_weight
             f"{tuple(sampling_locations.shape[:4])}, got {tuple(attention_weights.shape)}"
         )
     return shapes, points
+
+
+def _counts(points_per_level) -> list[int]:
+    """``points_per_level`` as a list of ints; a TypeError for anything that is not a sequence
+    of ints (a float would be truncated, a bool counted as 0 or 1)."""
+    if isinstance(points_per_level, (str, bytes, torch.Tensor)) or \
+            not isinstance(points_per_level, Sequence):
+        raise TypeError("points_per_level must be a sequence of ints, got "
+                        f"{type(points_per_level).__name__}")
+    for n in points_per_level:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"points_per_level must hold ints, got {n!r} "
+                            f"({type(n).__name__}) in {list(points_per_level)}")
+    return [int(n) for n in points_per_level]
 
 
 # Where a coordinate is not finite, the location moves here: a whole level outside, where every
@@ -195,7 +214,7 @@ def ms_deform_attn_ragged_portable(value, spatial_shapes, sampling_locations, at
     The layout RT-DETRv2 uses: sampling_locations ``(batch, len_q, heads, sum(points), 2)`` and
     attention_weights ``(batch, len_q, heads, sum(points))``, level 0's points first.
     """
-    shapes, points = _validate_ragged(value, spatial_shapes, sampling_locations,
+    shapes, points = validate_ragged_inputs(value, spatial_shapes, sampling_locations,
                                       attention_weights, points_per_level, method)
     return _attend(value, shapes, points, sampling_locations, attention_weights, method)
 

@@ -27,7 +27,10 @@ from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.attention.ms_deform_attn import memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
-from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS, _validate_ragged
+from libreyolo.kernels.attention.ms_deform_attn.portable import (
+    SAMPLING_METHODS,
+    validate_ragged_inputs,
+)
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier, once_differentiable
 from libreyolo.kernels.prepared import Prepared
@@ -93,7 +96,7 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
     metadata and the layout's, since its values live on the device.
     """
     if not isinstance(spatial_shapes, torch.Tensor):
-        pairs, points = _validate_ragged(value, spatial_shapes, sampling_locations,
+        pairs, points = validate_ragged_inputs(value, spatial_shapes, sampling_locations,
                                          attention_weights, points_per_level, method)
         return len(pairs), _device_shapes(tuple(pairs), value.device), points
     if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
