@@ -15,6 +15,7 @@ straight-through gradients). ``save`` / ``load`` write and read a model at any o
 stages (``checkpoint.py``).
 """
 
+from .checkpoint import describe, load, restore, save
 from .modules import QuantConv2d, QuantLinear, compute_dtype
 from .observers import (
     OBSERVERS,
@@ -55,8 +56,12 @@ __all__ = [
     "calibrate",
     "compute_dtype",
     "convert",
+    "describe",
     "get_recipe",
     "input_qparams",
+    "load",
     "prepare",
     "quantized_layers",
+    "restore",
+    "save",
 ]

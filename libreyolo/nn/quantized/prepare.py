@@ -297,6 +297,7 @@ def prepare(model: nn.Module, recipe: str | Recipe, *, skip=()) -> PrepareReport
     _swap(model, replacements)
     for name, parent, children in adjustments:
         parent.fused_attn = False
+        parent._quantized_fused_off = True  # recorded by checkpoint.describe
         report.adjusted.append(Entry(name or "(model)", type(parent).__name__,
                                      f"fused_attn=False: its fused path reads "
                                      f"{', '.join(children)}'s weights directly"))
@@ -471,6 +472,7 @@ def convert(model: nn.Module) -> ConvertReport:
             problems[names[0]] = f"{type(exc).__name__}: {exc}"
             continue
         new.train(layer.training)
+        new._quantized_recipe = recipe  # recorded by checkpoint.describe
         replacements.append((names, new))
         detail = f"-> {finalized_class.__name__} weight={recipe.weight!r} activation=" \
                  f"{recipe.activation!r}"
