@@ -115,7 +115,7 @@ def save(model: nn.Module, path: str | os.PathLike) -> None:
     description in the header."""
     from safetensors.torch import save_model
 
-    metadata = {_METADATA_KEY: json.dumps(describe(model), sort_keys=True)}
+    metadata = {_METADATA_KEY: json.dumps(describe(model))}
     save_model(model, str(path), metadata=metadata)
 
 
