@@ -63,12 +63,14 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 # Per output channel (fp8, int8): the slot on the weight viewed as (out, -1), one row per
 # channel. The rows formats: the slot on the finalized layers' matrix (``_matrix``).
 
-def _per_channel_fp8(rows: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+def _per_channel_fp8(rows: torch.Tensor, recipe: Recipe, row_length: int) -> torch.Tensor:
     return ops.fake_quant_fp8(rows)  # dynamic per row: scale = finite row amax / 448
 
 
-def _per_channel_int8(rows: torch.Tensor, recipe: Recipe) -> torch.Tensor:
-    return ops.fake_quant_int_grouped(rows, 8, rows.shape[1])  # one group per row: amax / 127
+def _per_channel_int8(rows: torch.Tensor, recipe: Recipe, row_length: int) -> torch.Tensor:
+    # one group per row: scale = finite row amax / 127; the length a Python int, not
+    # ``rows.shape[1]``, which a TorchScript trace (ONNX export) hands over as a tensor
+    return ops.fake_quant_int_grouped(rows, 8, row_length)
 
 
 _PER_CHANNEL = {"fp8": _per_channel_fp8, "int8": _per_channel_int8}
@@ -93,6 +95,14 @@ _INPUTS = {
 }
 # per-tensor formats: the layout of the input does not matter
 _PER_TENSOR_INPUTS = ("fp8_static", "int8_affine")
+
+
+def _row_length(layer) -> int:
+    """The length of a weight row per output channel: ``in_features`` or ``in / groups * kh *
+    kw``, from the layer's configuration."""
+    if isinstance(layer, nn.Linear):
+        return layer.in_features
+    return layer.in_channels // layer.groups * math.prod(layer.kernel_size)
 
 
 class _Quantized:
@@ -140,7 +150,7 @@ class _Quantized:
         w = self.weight.float()
         if self._weight_quantizer is not None:
             rows = w.reshape(w.shape[0], -1)
-            return self._weight_quantizer(rows, self.recipe).reshape(w.shape)
+            return self._weight_quantizer(rows, self.recipe, _row_length(self)).reshape(w.shape)
         return self._weight_of_matrix(self._rows_quantizer(self._matrix_of_weight(w),
                                                            self.recipe))
 
