@@ -249,7 +249,7 @@ def table(report):
                   (r["model"], r["mode"], r["recipe"])), {})
         check = report["checks"].get(f"{r['model']}/{r['recipe']}", {})
 
-        def fmt(key):
+        def fmt(key, v=v):
             return f"{v[key]:.2f}" if key in v else "-"
 
         equal = "-" if r["recipe"] == "bf16" or not check else str(check["loss_bits_equal"])

@@ -51,9 +51,9 @@ def describe(model: nn.Module) -> dict:
         recipe = module.recipe.to_dict() if isinstance(module, _Quantized) else \
             _recipe_of_finalized(module)
         layers[names[0]] = {"kind": kind, "stage": stage, "recipe": recipe}
+    readers = tuple(DIRECT_WEIGHT_READERS)
     adjusted = [name for name, m in model.named_modules()
-                if isinstance(m, tuple(DIRECT_WEIGHT_READERS)) and getattr(m, "_quantized_fused_off",
-                                                                           False)]
+                if isinstance(m, readers) and getattr(m, "_quantized_fused_off", False)]
     return {"format": FORMAT, "layers": layers, "fused_attn_off": adjusted}
 
 
@@ -61,9 +61,9 @@ def restore(model: nn.Module, description: dict) -> nn.Module:
     """Redo, on the float ``model`` built from its definition, the swaps ``description`` (from
     ``describe``) records: empty quantized or finalized layers of the recorded recipes, ready for
     ``load_state_dict``. Atomic: a description that does not fit the model changes nothing."""
-    if not isinstance(description, dict) or description.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} description: format is "
-                         f"{description.get('format') if isinstance(description, dict) else None!r}")
+    given = description.get("format") if isinstance(description, dict) else None
+    if given != FORMAT:
+        raise ValueError(f"not a {FORMAT} description: format is {given!r}")
     found = {names[0]: (m, names) for m, names in _locations(model, (nn.Linear,
                                                                       nn.Conv2d)).values()}
     replacements, problems = [], {}
