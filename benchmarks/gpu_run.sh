@@ -39,7 +39,7 @@
 #   qat: the QAT GPU tests (tests/nn/test_quantized_cuda.py: 20 QAT steps, Triton vs the
 #     references bit for bit, eager and compiled; finalized CUDA outputs), deterministic
 #     algorithms with CUBLAS_WORKSPACE_CONFIG=:4096:8; QAT_TESTS_ARGS: more pytest options
-#     (e.g. "-k 'not compiled'"). bench-qat: bench_qat.py's table (QAT_ARGS: e.g. "--modes
+#     (e.g. "-x"). bench-qat: bench_qat.py's table (QAT_ARGS: e.g. "--modes
 #     eager" and "--modes compiled" for two calls). Neither is in the default list: each needs
 #     most of a call's budget.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
