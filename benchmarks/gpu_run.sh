@@ -5,7 +5,8 @@
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records plain bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
-#     bench-fp8 bench-finalized tests declarations finalized hub sweep-unpack sweep-msda
+#     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
+#     sweep-msda
 #     sweep-fp8 probe-fp8 timestamps-msda (default: all but hub, the sweeps, probe-fp8 and
 #     timestamps-msda, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
@@ -38,6 +39,12 @@
 #     tile shape, division and E4M3 conversion (benchmarks/sweep_fp8_prologue.py).
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
+#   qat: the QAT GPU tests (tests/nn/test_quantized_cuda.py: 20 QAT steps, Triton vs the
+#     references bit for bit, eager and compiled; finalized CUDA outputs), deterministic
+#     algorithms with CUBLAS_WORKSPACE_CONFIG=:4096:8; QAT_TESTS_ARGS: more pytest options
+#     (e.g. "-x"). bench-qat: bench_qat.py's table (QAT_ARGS: e.g. "--modes
+#     eager" and "--modes compiled" for two calls). Neither is in the default list: each needs
+#     most of a call's budget.
 #   BUDGET: seconds this script may take in all (a device command is cut at 600). Each stage's
 #     time-out is cut to what is left, and a stage with under 30 s left is skipped, so the logs
 #     and records written so far always come back.
@@ -234,6 +241,11 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run finalized 300 python3 -m pytest -v -n 4 -p no:cacheprovider \
             tests/nn/test_finalized_cuda.py tests/quant/test_quant_format_tables.py -k \
             'test_finalized_cuda or floor_log2' ;;
+    qat)
+        run qat 560 env CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m pytest -v -n 4 \
+            -p no:cacheprovider tests/nn/test_quantized_cuda.py ${QAT_TESTS_ARGS:-} ;;
+    bench-qat)
+        run bench-qat 560 python3 benchmarks/bench_qat.py "$OUT/bench_qat.json" ${QAT_ARGS:-} ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done
