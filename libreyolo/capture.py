@@ -1,14 +1,38 @@
-"""Is a graph being captured? Shared by the references and the kernels, so it sits outside both.
+"""Is a graph being captured, and by what? Shared by the references and the kernels, so it sits
+outside both.
 
-Every accelerated implementation declines its input while ``is_capturing()`` is true, so ONNX
-export, ``torch.jit.trace``, ``torch.export`` and ``torch.compile`` see the portable path. CUDA
-graph capture is different: accelerated kernels must run under it, but nothing may read device
-data on the host, so argument checks that read values skip them (``host_reads_forbidden()``).
+Exports (ONNX export, ``torch.jit.trace``, ``torch.export``) leave this process and see the
+portable path: the registry runs the reference (or hands a slot without one back to its caller's
+portable path) while ``graph_capture()`` says ``"export"``. ``torch.compile`` keeps the model in
+this process: a slot call becomes its operator, whose kernel is the registry's eager selection
+(``libreyolo.kernels.operators``). Code that must not depend on this process's memory while any
+graph is traced asks ``is_capturing()``. CUDA graph capture is different: accelerated kernels must
+run under it, but nothing may read device data on the host, so argument checks that read values
+skip them (``host_reads_forbidden()``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import torch
+
+
+EXPORT, COMPILE = "export", "compile"
+
+
+def graph_capture() -> str | None:
+    """What captures the running code: ``"export"`` for a graph that leaves this process
+    (``torch.jit.trace``, ``torch.export``, either ONNX exporter), which must hold the portable
+    math; ``"compile"`` for ``torch.compile``, whose model stays here and keeps the slots as
+    operators (``libreyolo.kernels.operators``); None in eager mode."""
+    compiler = torch.compiler
+    if compiler.is_compiling():  # asked first: Dynamo refuses to trace the ONNX flags' reads
+        return EXPORT if compiler.is_exporting() else COMPILE
+    if torch.jit.is_tracing() or compiler.is_exporting() or _in_onnx_export():
+        return EXPORT
+    return None
 
 
 def is_capturing() -> bool:
@@ -51,8 +75,28 @@ def capture_reason() -> str | None:
     return CAPTURE_REASON if is_capturing() else None
 
 
+_no_reads = threading.local()
+
+
+@contextlib.contextmanager
+def no_host_reads():
+    """Inside, ``host_reads_forbidden()`` is true: an operator's fake kernel checks arguments on
+    fake tensors, which have no values to read (the real call checks those)."""
+    previous = getattr(_no_reads, "on", False)
+    _no_reads.on = True
+    try:
+        yield
+    finally:
+        _no_reads.on = previous
+
+
+def checking_fake() -> bool:
+    """True inside ``no_host_reads()``: arguments are being checked on fake tensors."""
+    return getattr(_no_reads, "on", False)
+
+
 def host_reads_forbidden() -> bool:
     """True when reading a tensor's values on the host would break a capture in progress."""
-    if is_capturing():
+    if is_capturing() or checking_fake():
         return True
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from libreyolo.capture import COMPILE, graph_capture
+
 from . import providers, settings
 from .capabilities import Capabilities
 from .prepared import Prepared
@@ -72,6 +74,9 @@ class Implementation:
     sources: tuple[str, ...] = field(default=())
     origin: str = CALLER
     capabilities: Capabilities | None = None
+    #: ``backward(grad, *args, **kwargs)``: the gradients of the slot's differentiable inputs
+    #: (declared in ``slots.py``), for the slot's operator; None: recomputed through ``fn``.
+    backward: Callable[..., tuple] | None = None
 
     @property
     def is_reference(self) -> bool:
@@ -155,6 +160,7 @@ def register(
     accepts: Callable[..., str | Prepared | None] | None = None,
     sources: Iterable[str] | None = None,
     capabilities: Capabilities | None = None,
+    backward: Callable[..., tuple] | None = None,
 ) -> Implementation:
     """Register ``impl`` for slot ``op`` under ``name``, as the newest implementation.
 
@@ -165,19 +171,23 @@ def register(
     (an iterable of paths; default: the file defining ``impl``). ``capabilities`` declares
     what it supports (devices, dtypes, modes, layouts): an input outside it is declined with
     a reason derived from it, and the conformance suite holds it to no more than that.
+    ``backward(grad, *args, **kwargs)`` gives the gradients of the slot's differentiable inputs
+    without a recorded forward (what the slot's operator calls under ``torch.compile``; it gets
+    ``prepared=`` as the call does); without it the operator recomputes through ``impl``.
     """
     get_slot(op)
     if not callable(impl):
         raise TypeError(f"impl: expected a callable, got {type(impl).__name__}")
     name = _checked_name(name)
-    for argument, value in (("predicate", predicate), ("accepts", accepts)):
+    for argument, value in (("predicate", predicate), ("accepts", accepts),
+                            ("backward", backward)):
         if value is not None and not callable(value):
             raise TypeError(f"{argument}: expected a callable or None, got {type(value).__name__}")
     if capabilities is not None and not isinstance(capabilities, Capabilities):
         raise TypeError("capabilities: expected libreyolo.kernels.Capabilities(...) or None, got "
                         f"{type(capabilities).__name__}")
     entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
-                           _origin(impl), capabilities)
+                           _origin(impl), capabilities, backward)
     _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     _insert(entry)
     return entry
@@ -538,7 +548,13 @@ def dispatch(op: str, *args, **kwargs):
     disabled; if it takes the input, every suspect is disabled for the process with exactly one
     ``KernelDisabledWarning``. An ``accepts`` answering anything but None, a string or a
     ``Prepared`` plan is disabled at once. Running out of memory propagates and disables nothing.
+
+    While a graph is captured no implementation is asked: an export gets the reference's math
+    (a slot without one returns None, for the caller's portable path), ``torch.compile`` the
+    slot's operator, which runs this same selection when the compiled code runs.
     """
+    if (captured := graph_capture()) is not None:
+        return _captured(op, captured, args, kwargs)
     declined, suspects = [], []
     for impl in _eligible(op):
         plan = None
@@ -586,3 +602,53 @@ def dispatch(op: str, *args, **kwargs):
     raise NoImplementationError(
         f"no implementation of {op} took this input ({'; '.join(declined) or 'none registered'})"
     )
+
+
+def _captured(op: str, kind: str, args: tuple, kwargs: dict):
+    """A slot call while a graph is captured (see ``dispatch``)."""
+    if kind == COMPILE:
+        from . import operators
+
+        return operators.call(op, args, kwargs)
+    reference = get_slot(op).load_reference()
+    return None if reference is None else reference(*args, **kwargs)
+
+
+def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
+    """The gradients of slot ``op``'s differentiable inputs (``Slot.differentiable``) for the
+    upstream gradient ``grad``: what the implementation ``dispatch`` would run computes, by its
+    ``backward`` where it declared one, else through autograd over a fresh forward of it (the
+    reference's or the portable path's last of all). A ``backward`` that raises is disabled like
+    a failing call, and the recomputation answers."""
+    slot = get_slot(op)
+    for impl in _eligible(op):
+        if impl.capabilities is not None and impl.capabilities.decline(op, args, kwargs):
+            continue
+        plan = impl.accepts(*args, **kwargs) if impl.accepts is not None else None
+        if plan is not None and not isinstance(plan, Prepared):
+            continue
+        prepared = {} if plan is None else {"prepared": plan}
+        if impl.backward is not None:
+            try:
+                return tuple(impl.backward(grad, *args, **prepared, **kwargs))
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - its own failure: the recomputation answers
+                _disable(impl, f"backward raised {type(exc).__name__}: {exc}")
+                return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
+        return _recomputed(slot, impl.fn, prepared, grad, args, kwargs)
+    return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
+
+
+def _recomputed(slot, fn: Callable, prepared: dict, grad, args: tuple, kwargs: dict) -> tuple:
+    """Autograd through a fresh ``fn(...)``: the differentiable inputs as new leaves."""
+    bound = slot.bind(args, kwargs)
+    leaves = {}
+    for name in slot.differentiable:
+        leaves[name] = bound.arguments[name] = bound.arguments[name].detach().requires_grad_()
+    with torch.enable_grad():
+        out = fn(*bound.args, **prepared, **bound.kwargs)
+    grads = torch.autograd.grad(out, list(leaves.values()), grad, allow_unused=True) \
+        if out.requires_grad else (None,) * len(leaves)
+    return tuple(torch.zeros_like(leaf) if g is None else g
+                 for leaf, g in zip(leaves.values(), grads, strict=True))

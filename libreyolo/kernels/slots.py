@@ -16,7 +16,6 @@ implementation takes an input.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import re
@@ -88,6 +87,14 @@ class Slot:
     validator: str | None = None
     dtypes: tuple = FLOAT_DTYPES
     layouts: tuple = LAYOUTS
+    #: The inputs a gradient flows to (the straight-through estimator's ``x``; attention's
+    #: value, locations and weights); empty for a forward-only slot.
+    differentiable: tuple[str, ...] = ()
+    #: ``(input, argument, value)`` triples: no gradient flows to the input when the argument
+    #: has that value (discrete sampling has no location gradient).
+    gradient_unless: tuple[tuple[str, str, object], ...] = ()
+    #: E4M3 inputs, which the slot's operator takes as their bytes (``operators.py`` says why).
+    float8_inputs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if (self.reference is None) == (self.portable is None):
@@ -95,6 +102,8 @@ class Slot:
                              "not both")
         if self.reference is None and self.validator is None:
             raise ValueError(f"slot {self.name}: a slot without a reference needs a validator")
+        object.__setattr__(self, "_signature", _python_signature(self.schema))
+        object.__setattr__(self, "_types", _argument_types(self.schema))
 
     def load_reference(self) -> Callable | None:
         return _load(self.reference)
@@ -114,20 +123,31 @@ class Slot:
 
     @property
     def signature(self) -> inspect.Signature:
-        return _python_signature(self.schema)
+        return self._signature
 
-    def bind(self, args: tuple, kwargs: dict) -> dict[str, object]:
-        """The call's arguments by parameter name, defaults applied; a TypeError naming the
-        slot for a call its signature does not take."""
+    @property
+    def argument_types(self) -> dict[str, str]:
+        """Each parameter's schema type (``Tensor?``, ``int``, ``int[]``, ``ScalarType``...)."""
+        return self._types
+
+    def bind(self, args: tuple, kwargs: dict) -> inspect.BoundArguments:
+        """The call's arguments bound to the slot's parameters, defaults applied; a TypeError
+        naming the slot for a call its signature does not take."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}{self.signature}: {exc}") from None
         bound.apply_defaults()
-        return bound.arguments
+        return bound
 
     def expected_output(self, args: tuple, kwargs: dict) -> Output | tuple[Output, ...]:
-        return self.output(self.bind(args, kwargs))
+        return self.output(self.bind(args, kwargs).arguments)
+
+    def gradient_flows(self, name: str, arguments: dict) -> bool:
+        """Whether a gradient flows to differentiable input ``name`` for these arguments."""
+        return name in self.differentiable and not any(
+            target == name and arguments.get(argument) == value
+            for target, argument, value in self.gradient_unless)
 
 
 def _load(target: str | None) -> Callable | None:
@@ -142,10 +162,20 @@ _DEFAULTS = {"None": None, "True": True, "False": False,
              **{name: getattr(torch, name) for name in ("float32", "float16", "bfloat16")}}
 
 
-@functools.cache
+def schema_arguments(schema: str) -> str:
+    """What is inside a schema's argument parentheses (``(Tensor x, int axis=0) -> Tensor``)."""
+    head = schema[:schema.index("->")].strip()
+    return head[head.index("(") + 1:head.rindex(")")]
+
+
+def _argument_types(schema: str) -> dict[str, str]:
+    items = (a.strip() for a in schema_arguments(schema).split(",") if a.strip() != "*")
+    return {item.partition("=")[0].split()[-1]: item.split()[0] for item in items if item}
+
+
 def _python_signature(schema: str) -> inspect.Signature:
     """The Python signature of a schema's arguments: names, defaults, keyword-only after ``*``."""
-    arguments = schema[schema.index("(") + 1:schema.rindex(")")]
+    arguments = schema_arguments(schema)
     parameters, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD
     for item in (a.strip() for a in arguments.split(",") if a.strip()):
         if item == "*":
@@ -170,13 +200,14 @@ def _python_signature(schema: str) -> inspect.Signature:
 def _fake_quant(name: str, schema: str, doc: str) -> Slot:
     first = re.match(r"\(Tensor (\w+)", schema).group(1)
     return Slot(name, doc, f"{schema} -> Tensor", outputs.like(first), EXACT_STE,
-                reference=f"libreyolo.quant.fake_quant:{name}")
+                reference=f"libreyolo.quant.fake_quant:{name}", differentiable=(first,))
 
 
-def _unpack(name: str, schema: str, doc: str, *, in_features: bool = True) -> Slot:
+def _unpack(name: str, schema: str, doc: str, *, in_features: bool = True,
+            float8_inputs: tuple[str, ...] = ()) -> Slot:
     return Slot(name, doc, f"{schema} -> Tensor",
                 outputs.unpacked("in_features" if in_features else None), EXACT,
-                reference=f"libreyolo.quant.packing:{name}")
+                reference=f"libreyolo.quant.packing:{name}", float8_inputs=float8_inputs)
 
 
 _EXECUTE = "libreyolo.quant.fp8_execute"
@@ -187,6 +218,7 @@ _GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bia
                "ScalarType out_dtype=bfloat16) -> Tensor"
 _HALF = (torch.float16, torch.bfloat16)
 _MSDA_LAYOUTS = ("contiguous", "gapped")
+_MSDA_GRADIENTS = ("value", "sampling_locations", "attention_weights")
 
 SLOTS: tuple[Slot, ...] = (
     _fake_quant("fake_quant_int8_per_channel", "(Tensor x, Tensor scale, int axis=0)",
@@ -215,11 +247,12 @@ SLOTS: tuple[Slot, ...] = (
             "packed grouped int2/int4/int8 codes to floats"),
     _unpack("unpack_nvfp4", "(Tensor codes, Tensor block_scale, Tensor tensor_scale, "
             "int in_features, ScalarType dtype=float32)",
-            "packed NVFP4 codes and scales to floats"),
+            "packed NVFP4 codes and scales to floats", float8_inputs=("block_scale",)),
     _unpack("unpack_mxfp4", "(Tensor codes, Tensor scale, int in_features, "
             "ScalarType dtype=float32)", "packed MXFP4 codes and scales to floats"),
     _unpack("unpack_mxfp8", "(Tensor codes, Tensor scale, ScalarType dtype=float32)",
-            "packed MXFP8 codes and scales to floats", in_features=False),
+            "packed MXFP8 codes and scales to floats", in_features=False,
+            float8_inputs=("codes",)),
     Slot("fp8_cast_static",
          "activations to E4M3 codes with a per-tensor scale (the FP8 GEMM's prologue)",
          "(Tensor x, Tensor scale) -> Tensor", outputs.like("x", torch.float8_e4m3fn), EXACT,
@@ -237,19 +270,22 @@ SLOTS: tuple[Slot, ...] = (
     # (docs/fp8_execute.md, "Outputs are half precision").
     Slot("fp8_gemm", "E4M3 GEMM, per-row x per-output-channel scales, bias, out dtype",
          _GEMM_SCHEMA, outputs.gemm, GEMM_BOUND, portable=f"{_EXECUTE}:fp8_gemm_portable",
-         validator=f"{_EXECUTE}:check_fp8_gemm", dtypes=_HALF),
+         validator=f"{_EXECUTE}:check_fp8_gemm", dtypes=_HALF, float8_inputs=("a", "b")),
     Slot("fp8_gemm_tensorwise", "E4M3 GEMM with per-tensor scales, bias, out dtype",
          _GEMM_SCHEMA, outputs.gemm, GEMM_BOUND, portable=f"{_EXECUTE}:fp8_gemm_portable",
-         validator=f"{_EXECUTE}:check_fp8_gemm_tensorwise", dtypes=_HALF),
+         validator=f"{_EXECUTE}:check_fp8_gemm_tensorwise", dtypes=_HALF,
+         float8_inputs=("a", "b")),
     Slot("ms_deform_attn", "multi-scale deformable attention (Deformable-DETR layout)",
          f"{_MSDA_SCHEMA}) -> Tensor", outputs.attention, MSDA_BOUND,
          portable=f"{_MSDA}:ms_deform_attn_portable", validator=f"{_MSDA}:validate_inputs",
-         layouts=_MSDA_LAYOUTS),
+         layouts=_MSDA_LAYOUTS, differentiable=_MSDA_GRADIENTS),
     Slot("ms_deform_attn_ragged",
          "deformable attention with a point count per level, bilinear or discrete (RT-DETRv2)",
          f'{_MSDA_SCHEMA}, int[] points_per_level, str method="bilinear") -> Tensor',
          outputs.attention, MSDA_BOUND, portable=f"{_MSDA}:ms_deform_attn_ragged_portable",
-         validator=f"{_MSDA}:validate_ragged_inputs", layouts=_MSDA_LAYOUTS),
+         validator=f"{_MSDA}:validate_ragged_inputs", layouts=_MSDA_LAYOUTS,
+         differentiable=_MSDA_GRADIENTS,
+         gradient_unless=(("sampling_locations", "method", "discrete"),)),
 )
 
 _BY_NAME = {slot.name: slot for slot in SLOTS}

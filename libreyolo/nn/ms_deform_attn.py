@@ -12,6 +12,7 @@ import math
 import torch
 from torch import nn
 
+from libreyolo.capture import is_capturing
 from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,
     ms_deform_attn_portable,
@@ -148,6 +149,10 @@ class MSDeformAttn(nn.Module):
         reference = reference_points[:, :, None, :, None, :]
         if reference_points.shape[-1] == 4:
             return reference[..., :2] + offsets / self.n_points * reference[..., 2:] * 0.5
+        if is_capturing():  # no memo: the graph computes the normalizer from its own sizes
+            if not isinstance(spatial_shapes, torch.Tensor):
+                spatial_shapes = torch.tensor(level_shapes(spatial_shapes), dtype=torch.int64)
+            return reference + offsets / _normalizer(spatial_shapes, offsets)
         levels = known_levels(spatial_shapes)
         if levels is not None and (normalizer := offset_normalizer(
                 levels, offsets.device, offsets.dtype)) is not None:
@@ -159,7 +164,10 @@ class MSDeformAttn(nn.Module):
             if spatial_shapes is None:
                 raise RuntimeError("spatial_shapes pairs first seen during a CUDA graph capture "
                                    "(copying them would sync): warm up outside the capture")
-        # (H, W) -> (W, H): x offsets are divided by widths
-        normalizer = spatial_shapes.to(device=offsets.device, dtype=offsets.dtype).flip(-1)
-        normalizer = normalizer[None, None, None, :, None, :]
-        return reference + offsets / normalizer
+        return reference + offsets / _normalizer(spatial_shapes, offsets)
+
+
+def _normalizer(spatial_shapes: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Each level's ``(W, H)`` (x offsets are divided by widths), shaped to divide the offsets."""
+    normalizer = spatial_shapes.to(device=offsets.device, dtype=offsets.dtype).flip(-1)
+    return normalizer[None, None, None, :, None, :]

@@ -6,16 +6,17 @@ The slot has no reference; a caller keeps its portable path and takes it wheneve
 
 from __future__ import annotations
 
-from libreyolo.capture import is_capturing
+from libreyolo.capture import EXPORT, graph_capture
 from libreyolo.kernels import dispatch
 
 SLOT = "ms_deform_attn"
 
 
 def can_use_slot() -> bool:
-    """False while a graph is captured (trace, script, compile, export, ONNX export): exported
-    graphs must contain the portable math, never a Triton or runtime-fetched kernel."""
-    return not is_capturing()
+    """False while a graph is captured for export (trace, export, ONNX export): exported graphs
+    must contain the portable math, never a Triton or runtime-fetched kernel. Under
+    ``torch.compile`` the slot is its operator (``libreyolo.kernels.operators``)."""
+    return graph_capture() != EXPORT
 
 
 def maybe_ms_deform_attn(value, spatial_shapes, sampling_locations, attention_weights):

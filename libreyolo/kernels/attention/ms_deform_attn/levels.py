@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from libreyolo.capture import is_capturing
+from libreyolo.capture import checking_fake, is_capturing
 
 SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
 Levels = tuple[tuple[int, int], ...]
@@ -51,13 +51,13 @@ def _checked(pairs) -> Levels:
     return tuple((int(h), int(w)) for h, w in pairs)
 
 
-def _read_tensor(spatial_shapes: torch.Tensor) -> Levels:
+def _read_tensor(spatial_shapes: torch.Tensor, values: bool = True) -> Levels | None:
     if spatial_shapes.dtype != torch.int64:
         raise TypeError(f"spatial_shapes must be an int64 tensor, got dtype {spatial_shapes.dtype}")
     if spatial_shapes.dim() != 2 or spatial_shapes.shape[1] != 2:
         raise ValueError(
             f"spatial_shapes must have shape (levels, 2), got {tuple(spatial_shapes.shape)}")
-    return _checked(spatial_shapes.tolist())
+    return _checked(spatial_shapes.tolist()) if values else None
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -75,14 +75,18 @@ def remembered(spatial_shapes: torch.Tensor) -> Levels | None:
     return None
 
 
-def level_shapes(spatial_shapes: SpatialShapes) -> Levels:
+def level_shapes(spatial_shapes: SpatialShapes) -> Levels | None:
     """The levels' ``(H, W)`` as Python ints from a ``(levels, 2)`` int64 tensor or pairs.
 
     Raises ``TypeError`` for a tensor that is not int64 or pairs that are not ints, and
     ``ValueError`` for a tensor not shaped ``(levels, 2)``, no levels, or a size below 1. A
-    tensor is read (a host sync on a GPU) once per tensor version.
+    tensor is read (a host sync on a GPU) once per tensor version; while an operator's fake
+    kernel checks arguments (``checking_fake``) it is not read at all, and the answer is None.
     """
     if isinstance(spatial_shapes, torch.Tensor):
+        if checking_fake():  # a fake tensor has no sizes to read: the real call reads them
+            _read_tensor(spatial_shapes, values=False)
+            return None
         if is_capturing():
             return _read_tensor(spatial_shapes)
         levels = remembered(spatial_shapes)

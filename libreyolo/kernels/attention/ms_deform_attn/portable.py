@@ -53,7 +53,9 @@ def _check_tensors(value, sampling_locations, attention_weights) -> None:
         )
 
 
-def _check_len_in(value: torch.Tensor, shapes: list[tuple[int, int]]) -> None:
+def _check_len_in(value: torch.Tensor, shapes: list[tuple[int, int]] | None) -> None:
+    if shapes is None:  # sizes not readable here (a fake tensor): the real call checks them
+        return
     total = sum(h * w for h, w in shapes)
     if value.shape[1] != total:
         raise ValueError(f"value has len_in={value.shape[1]} but spatial_shapes {shapes} sum to "
@@ -75,10 +77,11 @@ def validate_inputs(value, spatial_shapes, sampling_locations, attention_weights
     shapes = level_shapes(spatial_shapes)
     _check_len_in(value, shapes)
     batch, _, heads, _ = value.shape
-    if not _has_layout(sampling_locations, {0: batch, 2: heads, 3: len(shapes), 5: 2}, ndim=6):
+    levels = len(shapes) if shapes is not None else spatial_shapes.shape[0]
+    if not _has_layout(sampling_locations, {0: batch, 2: heads, 3: levels, 5: 2}, ndim=6):
         raise ValueError(
             "sampling_locations must have shape (batch, len_q, heads, levels, points, 2) = "
-            f"({batch}, len_q, {heads}, {len(shapes)}, points, 2), "
+            f"({batch}, len_q, {heads}, {levels}, points, 2), "
             f"got {tuple(sampling_locations.shape)}"
         )
     if tuple(attention_weights.shape) != tuple(sampling_locations.shape[:5]):
@@ -102,9 +105,10 @@ def validate_ragged_inputs(value, spatial_shapes, sampling_locations, attention_
     if not isinstance(method, str) or method not in SAMPLING_METHODS:
         raise ValueError(f"method must be one of {SAMPLING_METHODS}, got {method!r}")
     points = _counts(points_per_level)
-    if len(points) != len(shapes) or any(n < 0 for n in points):
+    levels = len(shapes) if shapes is not None else spatial_shapes.shape[0]
+    if len(points) != levels or any(n < 0 for n in points):
         raise ValueError(f"points_per_level must give a non-negative count for each of the "
-                         f"{len(shapes)} levels, got {list(points_per_level)}")
+                         f"{levels} levels, got {list(points_per_level)}")
     batch, _, heads, _ = value.shape
     if not _has_layout(sampling_locations, {0: batch, 2: heads, 3: sum(points), 4: 2}, ndim=5):
         raise ValueError(

@@ -260,6 +260,20 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
     return classic.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
 
 
+def ms_deform_attn_ragged_triton_backward(grad, value, spatial_shapes, sampling_locations,
+                                          attention_weights, points_per_level,
+                                          method="bilinear", *, prepared=None):
+    """The three gradients of :func:`ms_deform_attn_ragged_triton` for ``grad`` (discrete
+    sampling's location gradient is never read: the slot declares it has none)."""
+    plan = prepared if prepared is not None else prepare(
+        value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
+    ctx = classic.Recomputed(plan, value, sampling_locations, attention_weights)
+    grads = classic.gradients(_backward_launch, ctx, grad)
+    if plan.discrete:  # the kernel leaves that buffer unwritten
+        grads = (grads[0], torch.zeros_like(sampling_locations), grads[2])
+    return grads
+
+
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here):
 #: its own, and the classic kernels whose sampling helpers and limits it reuses.
@@ -268,4 +282,4 @@ SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_tr
     launcher_source, autograd_source)
 
 register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
-         accepts=accepts, sources=SOURCES)
+         accepts=accepts, sources=SOURCES, backward=ms_deform_attn_ragged_triton_backward)

@@ -337,10 +337,32 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
     return run(_apply, _forward, prepared, value, sampling_locations, attention_weights)
 
 
+class Recomputed:
+    """What ``gradients`` reads from an autograd context, for a backward with no recorded
+    forward (the slot's operator under ``torch.compile``): the plan and contiguous inputs."""
+
+    __slots__ = ("plan", "saved_tensors", "buffers")
+
+    def __init__(self, plan, value, sampling_locations, attention_weights):
+        self.plan, self.buffers = plan, None
+        self.saved_tensors = (value.contiguous(), sampling_locations.contiguous(),
+                              attention_weights.contiguous())
+
+
+def ms_deform_attn_triton_backward(grad, value, spatial_shapes, sampling_locations,
+                                   attention_weights, *, prepared: LaunchPlan | None = None):
+    """The three gradients of :func:`ms_deform_attn_triton` for ``grad``, from one launch of the
+    backward kernel, as its autograd Function's backward computes them."""
+    plan = prepared if prepared is not None else accepts(value, spatial_shapes,
+                                                         sampling_locations, attention_weights)
+    ctx = Recomputed(plan, value, sampling_locations, attention_weights)
+    return gradients(_backward_launch, ctx, grad)
+
+
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here).
 SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py")) + (
     launcher_source, autograd_source)
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
-         accepts=accepts, sources=SOURCES)
+         accepts=accepts, sources=SOURCES, backward=ms_deform_attn_triton_backward)

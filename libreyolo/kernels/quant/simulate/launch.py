@@ -250,3 +250,12 @@ def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
     x = x.contiguous()
     kept = passes(plan, x, tile)
     return kept.quantize(plan, x, kept.first_pass(plan, x))
+
+
+def backward(plan: Plan, grad: torch.Tensor, tile: int = GPU_TILE) -> torch.Tensor:
+    """The straight-through gradient of ``plan.x`` for ``grad`` without a recorded forward (the
+    slot's operator under ``torch.compile``): the backward launch ``_StraightThrough`` makes,
+    after the same first pass its forward made."""
+    x = plan.x.detach().contiguous()
+    kept = passes(plan, x, tile)
+    return kept.quantize(plan, x, kept.first_pass(plan, x), grad.reshape(x.shape).contiguous())

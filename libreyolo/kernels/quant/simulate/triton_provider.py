@@ -67,13 +67,19 @@ def _implementation(slot: str):
     def run(*args, prepared: Plan | None = None, **kwargs) -> torch.Tensor:
         return _launch().run(prepared if prepared is not None else planner(*args, **kwargs))
 
+    def backward(grad, *args, prepared: Plan | None = None, **kwargs) -> tuple:
+        plan = prepared if prepared is not None else planner(*args, **kwargs)
+        return (_launch().backward(plan, grad),)
+
     accepts.__qualname__ = f"accepts_{slot}"
     run.__qualname__ = run.__name__ = f"triton_{slot}"
     run.__doc__ = f"Triton {slot}, bit-exact against libreyolo.quant.fake_quant.{slot}."
-    return run, accepts
+    backward.__qualname__ = backward.__name__ = f"triton_{slot}_backward"
+    return run, accepts, backward
 
 
 # Unconditional, at import (conformance/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
-    _run, _accepts = _implementation(_slot)
-    register(_slot, _run, name=NAME, predicate=triton_ready, accepts=_accepts, sources=SOURCES)
+    _run, _accepts, _backward = _implementation(_slot)
+    register(_slot, _run, name=NAME, predicate=triton_ready, accepts=_accepts, sources=SOURCES,
+             backward=_backward)

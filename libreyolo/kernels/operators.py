@@ -1,0 +1,250 @@
+"""The slots as PyTorch operators: ``torch.ops.libreyolo.<slot>``, derived from the declarations.
+
+``torch.compile`` cannot see into the registry (its selection reads settings and per-process
+state on every call), so under compile a slot call becomes its operator (``registry.dispatch``
+routes it here): inductor treats the operator as opaque, and when the compiled code runs, the
+operator's kernel is the registry's eager selection — the Triton kernel on CUDA, the reference run
+as written on CPU, a third party's implementation through the same registry. So a compiled call
+gives the eager call's bits, forward and backward. Exports never get here: they hold the portable
+math (``libreyolo.capture``).
+
+Each operator is made from its slot's declaration (``slots.py``), with no per-slot code:
+- the schema is the declaration's;
+- the kernel (``CompositeExplicitAutograd``, any device) runs ``dispatch`` without autograd, and a
+  slot without a reference falls back to its portable path, so an operator always returns tensors;
+- the fake kernel runs the slot's judge (the reference, or the validator) on the fake inputs, so
+  bad input raises the eager error when the graph is traced; checks that need tensor values are
+  left to the real call. Its outputs come from the declared output rule;
+- a slot with differentiable inputs gets a second operator, ``<slot>_backward(grad, ...)``, whose
+  kernel is ``registry.backward`` (the selected implementation's own backward where it declares
+  one), and the autograd formula that calls it.
+
+Eager calls never come here: ``ops.<slot>`` and ``dispatch`` keep their direct path.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from libreyolo.capture import no_host_reads
+
+from . import registry
+from .outputs import Output
+from .slots import SLOTS, Slot, get_slot, schema_arguments
+
+NAMESPACE = "libreyolo"
+_library = torch.library.Library(NAMESPACE, "DEF")
+
+#: Exceptions a fake tensor raises where a value is needed: the real call checks those.
+try:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, \
+        DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    VALUE_NEEDED: tuple[type[Exception], ...] = (
+        DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode)
+except ImportError:  # pragma: no cover - every torch this package admits has them
+    VALUE_NEEDED = ()
+
+
+def operator(name: str):
+    """``torch.ops.libreyolo.<name>``: the slot's operator."""
+    return getattr(torch.ops.libreyolo, name)
+
+
+def call(name: str, args: tuple, kwargs: dict):
+    """The slot's operator on a call's arguments: ``spatial_shapes`` given as pairs becomes the
+    int64 tensor the schema takes, and E4M3 inputs (``Slot.float8_inputs``) cross as their
+    bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
+    an input of another dtype gets the slot's own error."""
+    slot = get_slot(name)
+    bound = slot.bind(args, kwargs)
+    shapes = bound.arguments.get("spatial_shapes")
+    if shapes is not None and not isinstance(shapes, torch.Tensor):
+        slot.judge(*args, **kwargs)  # pairs are checked as given
+        bound.arguments["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
+    for argument, kind in slot.argument_types.items():
+        if not _fits(kind, bound.arguments[argument]):  # the slot's own error, not the schema's
+            slot.judge(*args, **kwargs)
+            raise TypeError(f"{name}: {argument} must be {kind}, got "
+                            f"{type(bound.arguments[argument]).__name__}")
+    for argument in slot.float8_inputs:
+        value = bound.arguments[argument]
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.float8_e4m3fn:
+            slot.judge(*args, **kwargs)
+            raise TypeError(f"{name}: {argument} must be a float8_e4m3fn tensor")
+        bound.arguments[argument] = value.view(torch.uint8)
+    return operator(name)(*bound.args, **bound.kwargs)
+
+
+def _fits(kind: str, value: object) -> bool:
+    """Whether ``value`` is what a schema type takes (``spatial_shapes`` pairs are converted)."""
+    if kind.endswith("?"):
+        return value is None or _fits(kind[:-1], value)
+    if kind == "Tensor":
+        return isinstance(value, torch.Tensor)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "int[]":
+        return isinstance(value, (list, tuple)) and all(_fits("int", v) for v in value)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "ScalarType":
+        return isinstance(value, torch.dtype)
+    raise AssertionError(f"a schema type operators.py does not know: {kind}")
+
+
+def _as_called(slot: Slot, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments an operator got, as the slot takes them (its E4M3 inputs from bytes)."""
+    if not slot.float8_inputs:
+        return args, kwargs
+    bound = slot.bind(args, kwargs)
+    for argument in slot.float8_inputs:
+        bound.arguments[argument] = bound.arguments[argument].view(torch.float8_e4m3fn)
+    return bound.args, bound.kwargs
+
+
+def _kernel(slot: Slot):
+    portable = None if slot.reference is not None else slot.load_portable()
+
+    def kernel(*args, **kwargs):
+        args, kwargs = _as_called(slot, args, kwargs)
+        with torch.no_grad():
+            out = registry.dispatch(slot.name, *args, **kwargs)
+            if out is None:
+                out = portable(*args, **kwargs)
+        return _unaliased(out, args, kwargs)
+
+    kernel.__name__ = kernel.__qualname__ = f"{slot.name}_kernel"
+    return _eager(kernel)
+
+
+def _eager(kernel):
+    """A kernel is the eager selection: Dynamo never traces into it, even when it runs where a
+    compiled frame broke its graph."""
+    return torch.compiler.disable(kernel, recursive=True)
+
+
+def _unaliased(out, args: tuple, kwargs: dict):
+    """An operator's outputs are contiguous, as its fake kernel says, and share no memory with
+    its inputs: copy one that is not or does (an implementation may return a view, or hand back
+    an input it did not need to change)."""
+    if isinstance(out, tuple):
+        return tuple(_unaliased(o, args, kwargs) for o in out)
+    inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not out.is_contiguous() or any(
+            out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() != 0
+            for t in inputs):
+        return out.contiguous(memory_format=torch.contiguous_format).clone() \
+            if out.is_contiguous() else out.contiguous()
+    return out
+
+
+def _fake(slot: Slot):
+    def fake(*args, **kwargs):
+        args, kwargs = _as_called(slot, args, kwargs)
+        try:
+            with no_host_reads():
+                slot.judge(*args, **kwargs)
+        except VALUE_NEEDED:
+            pass  # a check of tensor values: the real call makes it
+        except registry.INPUT_ERRORS as exc:
+            raise _refused(slot, exc) from None
+        expected = slot.expected_output(args, kwargs)
+        if isinstance(expected, Output):
+            return expected.empty()
+        return tuple(o.empty() for o in expected)
+
+    fake.__name__ = fake.__qualname__ = f"{slot.name}_fake"
+    return fake
+
+
+def _refused(slot: Slot, exc: Exception) -> Exception:
+    """What the fake kernel raises for bad input: Dynamo wraps any other exception of a fake
+    kernel in its own error, but breaks the graph on this one, so the call runs eagerly and
+    raises the slot's own error (under ``fullgraph=True`` Dynamo reports it, with its text)."""
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
+    refused = UnsupportedOperatorException(operator(slot.name).default)
+    refused.args = (f"{slot.name}: {type(exc).__name__}: {exc}",)
+    return refused
+
+
+def _backward_schema(slot: Slot) -> str:
+    arguments = schema_arguments(slot.schema)
+    returns = ", ".join("Tensor" for _ in slot.differentiable)
+    result = returns if len(slot.differentiable) == 1 else f"({returns})"
+    return f"{slot.name}_backward(Tensor grad, {arguments}) -> {result}"
+
+
+def _backward_kernel(slot: Slot):
+    def kernel(grad, *args, **kwargs):
+        with torch.no_grad():
+            grads = registry.backward(slot.name, grad, *args, **kwargs)
+        grads = _unaliased(tuple(grads), (grad, *args), kwargs)
+        return grads[0] if len(grads) == 1 else grads
+
+    kernel.__name__ = kernel.__qualname__ = f"{slot.name}_backward_kernel"
+    return _eager(kernel)
+
+
+def _backward_fake(slot: Slot):
+    def fake(grad, *args, **kwargs):
+        bound = slot.bind(args, kwargs).arguments
+        grads = tuple(torch.empty(bound[name].shape, dtype=bound[name].dtype,
+                                  device=bound[name].device) for name in slot.differentiable)
+        return grads[0] if len(grads) == 1 else grads
+
+    return fake
+
+
+def _autograd(slot: Slot):
+    names = tuple(slot.signature.parameters)
+    positions = [names.index(name) for name in slot.differentiable]
+    backward_op = f"{slot.name}_backward"
+
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        inputs = (*inputs, *(keyword_only_inputs or {}).values())
+        tensors = [i for i, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
+        ctx.tensor_positions = tensors
+        ctx.others = {i: value for i, value in enumerate(inputs) if i not in tensors}
+        ctx.positional = len(inputs) - len(keyword_only_inputs or {})
+        ctx.save_for_backward(*(inputs[i] for i in tensors))
+
+    def backward(ctx, grad):
+        inputs = [None] * len(names)
+        for i, value in zip(ctx.tensor_positions, ctx.saved_tensors, strict=True):
+            inputs[i] = value
+        for i, value in ctx.others.items():
+            inputs[i] = value
+        arguments = dict(zip(names, inputs, strict=True))
+        grads = operator(backward_op)(grad, *inputs[:ctx.positional],
+                                      **dict(list(arguments.items())[ctx.positional:]))
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        out = [None] * ctx.positional  # keyword-only inputs get no gradient slot
+        for position, name, g in zip(positions, slot.differentiable, grads, strict=True):
+            if ctx.needs_input_grad[position] and slot.gradient_flows(name, arguments):
+                out[position] = g
+        return tuple(out)
+
+    return backward, setup_context
+
+
+def _define(slot: Slot) -> None:
+    qualified = f"{NAMESPACE}::{slot.name}"
+    _library.define(f"{slot.name}{slot.schema}")
+    _library.impl(slot.name, _kernel(slot), "CompositeExplicitAutograd")
+    torch.library.register_fake(qualified, _fake(slot), lib=_library)
+    if slot.differentiable:
+        _library.define(_backward_schema(slot))
+        _library.impl(f"{slot.name}_backward", _backward_kernel(slot),
+                      "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{qualified}_backward", _backward_fake(slot),
+                                    lib=_library)
+        backward, setup_context = _autograd(slot)
+        torch.library.register_autograd(qualified, backward, setup_context=setup_context,
+                                        lib=_library)
+
+
+for _slot in SLOTS:  # once, at import: importing the module defines the operators
+    _define(_slot)
