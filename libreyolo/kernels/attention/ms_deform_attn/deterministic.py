@@ -12,8 +12,9 @@ host flag, read per call), the classic and ragged Triton backwards take this pat
 2. ``gradient_bound_kernel`` writes its header, on the device: ``H0 = max fl(|g| * N)`` over the
    output gradient and ``H1 = max |w|`` over the attention weights (integer atomic maxima of their
    bit patterns). ``N`` bounds the contributions one value element can receive: ``len_q`` times
-   the samples a query takes per head (an element is hit at most once per sample, since a
-   sample's four corners are four different pixels, and only by its own (batch, head)'s queries).
+   the points a query takes per head on one level (classic; all its points, ragged): a sample's
+   four corners are four different pixels of its own level, so an element is hit at most once
+   per sample, and only by its (batch, head)'s queries' samples of its level.
 3. The backward kernel runs unchanged but for its value gradient's pointer, which is ``fixed``
    past its header: each contribution ``c`` (the float32 the atomic backward would add, computed
    the same way) becomes ``round(c * s)`` (to nearest, ties to even) and is added with an int64
@@ -71,8 +72,11 @@ import torch
 
 from libreyolo.kernels.triton_launch import Launcher
 
-#: int64 elements ahead of the value gradient in the accumulator (``deterministic_kernels``).
+#: int64 elements ahead of the value gradient in the accumulator, the bits below the largest
+#: sum, and the smallest exponent of the bound (``deterministic_kernels``' constants).
 HEADER = 2
+FIXED_BITS = 62
+MIN_EXPONENT = -64
 #: Elements per program of the two streaming kernels (4 warps).
 BOUND_BLOCK = 4096
 CONVERT_BLOCK = 1024
@@ -110,9 +114,28 @@ def _kept(key: tuple, make) -> Launcher:
 
 
 def hits_bound(attention_weights: torch.Tensor) -> int:
-    """``N``: contributions one value element can receive at most, ``len_q`` times the samples
-    a query takes per head (classic: levels x points; ragged: all its points)."""
-    return attention_weights.shape[1] * math.prod(attention_weights.shape[3:])
+    """``N``: contributions one value element can receive at most, ``len_q`` times the last
+    dimension of the weights: the points per level (classic, ``(B, len_q, heads, levels,
+    points)``) or all the points (ragged, ``(B, len_q, heads, sum(points))``)."""
+    return attention_weights.shape[1] * attention_weights.shape[-1]
+
+
+def fixed_point_error_bound(grad_out: torch.Tensor, attention_weights: torch.Tensor) -> float:
+    """The fixed-point term of the error bound (the module docstring), ``N / 2`` units of
+    ``2**(e - 62)``, for these inputs: what rounding to the grid can add to any one element of the
+    value gradient, in its units (``inf`` when the bound is not finite). For tests and
+    benchmarks: it reads the maxima on the host (the backward never does)."""
+    hits = hits_bound(attention_weights)
+    as_float32 = functools.partial(torch.tensor, dtype=torch.float32)
+    g = as_float32(grad_out.detach().abs().max().item() if grad_out.numel() else 0.0)
+    w = as_float32(attention_weights.detach().abs().max().item()
+                   if attention_weights.numel() else 0.0)
+    bound = float(g * as_float32(hits) * w)  # float32 roundings, as the kernels'
+    if not math.isfinite(bound):
+        return math.inf
+    mantissa, exponent = math.frexp(bound)  # bound = mantissa * 2**exponent, mantissa in [.5, 1)
+    ceil_log2 = exponent - 1 if mantissa == 0.5 else exponent if bound else MIN_EXPONENT
+    return hits / 2 * 2.0 ** (max(ceil_log2, MIN_EXPONENT) - FIXED_BITS)
 
 
 def accumulator(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
