@@ -262,35 +262,61 @@ def test_zero_gradients_give_exact_zeros(slot, zero, deterministic_mode):
     assert same_bits(grad_value, torch.zeros_like(grad_value))
 
 
-def many_hits(method="bilinear"):
+def many_hits(method="bilinear", cancelling=False):
     """300 queries x 4 points of one head, every point reading pixel (1, 2) of a 4x4 level alone
     (bilinear: on its centre, one corner of weight 1; discrete: on its cell centre): 1,200
-    contributions to each of its 8 channels, and their exact sum."""
+    contributions to each of its 8 channels, and those contributions. ``cancelling``: queries
+    150-299 repeat the first 150's weights with the output gradient negated, and one more query's
+    gradient is a millionth: a sum of about 1e-7 from contributions of about 1, where a coarse
+    grid shows through float32's rounding of the sum."""
     generator = torch.Generator().manual_seed(11)
     queries, points, channels = 300, 4, 8
     value = torch.randn(1, 16, 1, channels, generator=generator)
-    where = [2.5 / 4, 1.5 / 4] if method == "bilinear" else [2 / 4, 1 / 4]
-    locations = torch.tensor(where).expand(1, queries, 1, 1, points, 2).contiguous()
     weights = torch.rand(1, queries, 1, 1, points, generator=generator)
     grad = torch.randn(1, queries, channels, generator=generator)
-    contributions = weights.reshape(queries, points, 1) * grad.reshape(queries, 1, channels)
-    exact = contributions.double().sum((0, 1))  # float32 products, as the kernel makes them
+    if cancelling:
+        half = queries // 2
+        weights = torch.cat([weights[:, :half], weights[:, :half], weights[:, :1]], 1)
+        grad = torch.cat([grad[:, :half], -grad[:, :half], grad[:, :1] * 1e-6], 1)
+        queries = weights.shape[1]
+    where = [2.5 / 4, 1.5 / 4] if method == "bilinear" else [2 / 4, 1 / 4]
+    locations = torch.tensor(where).expand(1, queries, 1, 1, points, 2).contiguous()
+    # float32 products, as the kernel makes them (times a corner weight of exactly 1)
+    contributions = (weights.reshape(queries, points, 1) * grad.reshape(queries, 1, channels))
     if method == "bilinear":
-        return CLASSIC, (value, [(4, 4)], locations, weights), grad, exact
+        return CLASSIC, (value, [(4, 4)], locations, weights), grad, contributions
     return RAGGED, (value, [(4, 4)], locations.flatten(3, 4), weights.flatten(3, 4), [points],
-                    method), grad, exact
+                    method), grad, contributions
 
 
+def fixed_point_sum(contributions, grad, weights) -> torch.Tensor:
+    """What the design says the element is, worked out exactly on the host: each float32
+    contribution times ``2**(62 - e)`` rounded to nearest even (exact in float64: 24 bits times
+    a power of two), summed as integers, converted to float32 once, times ``2**(e - 62)``."""
+    exponent = deterministic.scale_exponent(grad, weights)
+    scaled = torch.round(contributions.double() * 2.0 ** (deterministic.FIXED_BITS - exponent))
+    total = scaled.long().sum((0, 1))
+    return total.to(torch.float32) * 2.0 ** (exponent - deterministic.FIXED_BITS)
+
+
+@pytest.mark.parametrize("cancelling", [False, True], ids=["sum-of-1200", "cancelling"])
 @pytest.mark.parametrize("method", ["bilinear", "discrete"])
-def test_an_element_hit_by_many_samples_is_within_the_stated_error(method, deterministic_mode):
-    fn, args, grad, exact = many_hits(method)
+def test_an_element_hit_by_many_samples_is_the_stated_fixed_point_sum(method, cancelling,
+                                                                      deterministic_mode):
+    """Bit for bit the design's sum (``fixed_point_sum``), within the stated error of the exact
+    sum, as close as the atomic sum or closer, and no other element touched."""
+    fn, args, grad, contributions = many_hits(method, cancelling)
+    exact = contributions.double().sum((0, 1))
     grad_value = gradients(fn, args, grad)[0]
+    assert same_bits(grad_value[0, 1 * 4 + 2, 0], fixed_point_sum(contributions, grad, args[3]))
     hit = grad_value[0, 1 * 4 + 2, 0].double()
     term = deterministic.fixed_point_error_bound(grad, args[3])
     error = (hit - exact).abs()
     assert (error <= term + 2.0**-24 * exact.abs()).all(), (error, term)
     others = torch.cat([grad_value[0, :6], grad_value[0, 7:]])
     assert same_bits(others, torch.zeros_like(others))
+    if cancelling:  # the grid is fine enough for a float32 answer to a sum of 1e-7
+        assert (error <= 2.0**-23 * exact.abs()).all(), (error, exact)
     with deterministic_algorithms(False):
         atomic = gradients(fn, args, grad)[0][0, 6, 0].double()
     # the exact integer sum rounds once: as close as the float32 atomic sum, or closer

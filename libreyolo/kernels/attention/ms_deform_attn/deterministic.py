@@ -120,22 +120,31 @@ def hits_bound(attention_weights: torch.Tensor) -> int:
     return attention_weights.shape[1] * attention_weights.shape[-1]
 
 
-def fixed_point_error_bound(grad_out: torch.Tensor, attention_weights: torch.Tensor) -> float:
-    """The fixed-point term of the error bound (the module docstring), ``N / 2`` units of
-    ``2**(e - 62)``, for these inputs: what rounding to the grid can add to any one element of the
-    value gradient, in its units (``inf`` when the bound is not finite). For tests and
-    benchmarks: it reads the maxima on the host (the backward never does)."""
-    hits = hits_bound(attention_weights)
+def scale_exponent(grad_out: torch.Tensor, attention_weights: torch.Tensor) -> int | None:
+    """``e`` of the module docstring for these inputs (the scale is ``2**(62 - e)``), worked out
+    on the host as the kernels work it out on the device, or None when the bound is not finite.
+    For tests and benchmarks: it reads the maxima on the host (the backward never does)."""
     as_float32 = functools.partial(torch.tensor, dtype=torch.float32)
     g = as_float32(grad_out.detach().abs().max().item() if grad_out.numel() else 0.0)
     w = as_float32(attention_weights.detach().abs().max().item()
                    if attention_weights.numel() else 0.0)
-    bound = float(g * as_float32(hits) * w)  # float32 roundings, as the kernels'
+    bound = float(g * as_float32(hits_bound(attention_weights)) * w)  # the kernels' roundings
     if not math.isfinite(bound):
-        return math.inf
+        return None
     mantissa, exponent = math.frexp(bound)  # bound = mantissa * 2**exponent, mantissa in [.5, 1)
     ceil_log2 = exponent - 1 if mantissa == 0.5 else exponent if bound else MIN_EXPONENT
-    return hits / 2 * 2.0 ** (max(ceil_log2, MIN_EXPONENT) - FIXED_BITS)
+    return max(ceil_log2, MIN_EXPONENT)
+
+
+def fixed_point_error_bound(grad_out: torch.Tensor, attention_weights: torch.Tensor) -> float:
+    """The fixed-point term of the error bound (the module docstring), ``N / 2`` units of
+    ``2**(e - 62)``, for these inputs: what rounding to the grid can add to any one element of the
+    value gradient, in its units (``inf`` when the bound is not finite). Reads the maxima on the
+    host, as :func:`scale_exponent`."""
+    exponent = scale_exponent(grad_out, attention_weights)
+    if exponent is None:
+        return math.inf
+    return hits_bound(attention_weights) / 2 * 2.0 ** (exponent - FIXED_BITS)
 
 
 def accumulator(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
