@@ -262,19 +262,24 @@ def test_zero_gradients_give_exact_zeros(slot, zero, deterministic_mode):
     assert same_bits(grad_value, torch.zeros_like(grad_value))
 
 
-def many_hits(method="bilinear", cancelling=False):
+def many_hits(method="bilinear", kind="random"):
     """300 queries x 4 points of one head, every point reading pixel (1, 2) of a 4x4 level alone
     (bilinear: on its centre, one corner of weight 1; discrete: on its cell centre): 1,200
-    contributions to each of its 8 channels, and those contributions. ``cancelling``: queries
-    150-299 repeat the first 150's weights with the output gradient negated, and one more query's
-    gradient is a millionth: a sum of about 1e-7 from contributions of about 1, where a coarse
-    grid shows through float32's rounding of the sum."""
+    contributions to each of its 8 channels, and those contributions. ``kind`` "cancelling":
+    queries 150-299 repeat the first 150's weights with the output gradient negated, and one
+    more query's gradient is a millionth: a sum of about 1e-7 from contributions of about 1,
+    where a coarse grid shows through float32's rounding of the sum. "largest": every weight 1
+    and every query's gradient the same, so the last channel's sum is the bound itself, ``N``
+    times the largest contribution (an ``N`` too small would overflow int64 there)."""
     generator = torch.Generator().manual_seed(11)
     queries, points, channels = 300, 4, 8
     value = torch.randn(1, 16, 1, channels, generator=generator)
     weights = torch.rand(1, queries, 1, 1, points, generator=generator)
     grad = torch.randn(1, queries, channels, generator=generator)
-    if cancelling:
+    if kind == "largest":
+        weights = torch.ones_like(weights)
+        grad = torch.linspace(-0.3, 0.7, channels).expand(1, queries, channels).contiguous()
+    if kind == "cancelling":
         half = queries // 2
         weights = torch.cat([weights[:, :half], weights[:, :half], weights[:, :1]], 1)
         grad = torch.cat([grad[:, :half], -grad[:, :half], grad[:, :1] * 1e-6], 1)
@@ -299,13 +304,13 @@ def fixed_point_sum(contributions, grad, weights) -> torch.Tensor:
     return total.to(torch.float32) * 2.0 ** (exponent - deterministic.FIXED_BITS)
 
 
-@pytest.mark.parametrize("cancelling", [False, True], ids=["sum-of-1200", "cancelling"])
+@pytest.mark.parametrize("kind", ["random", "cancelling", "largest"])
 @pytest.mark.parametrize("method", ["bilinear", "discrete"])
-def test_an_element_hit_by_many_samples_is_the_stated_fixed_point_sum(method, cancelling,
+def test_an_element_hit_by_many_samples_is_the_stated_fixed_point_sum(method, kind,
                                                                       deterministic_mode):
     """Bit for bit the design's sum (``fixed_point_sum``), within the stated error of the exact
     sum, as close as the atomic sum or closer, and no other element touched."""
-    fn, args, grad, contributions = many_hits(method, cancelling)
+    fn, args, grad, contributions = many_hits(method, kind)
     exact = contributions.double().sum((0, 1))
     grad_value = gradients(fn, args, grad)[0]
     assert same_bits(grad_value[0, 1 * 4 + 2, 0], fixed_point_sum(contributions, grad, args[3]))
@@ -315,7 +320,7 @@ def test_an_element_hit_by_many_samples_is_the_stated_fixed_point_sum(method, ca
     assert (error <= term + 2.0**-24 * exact.abs()).all(), (error, term)
     others = torch.cat([grad_value[0, :6], grad_value[0, 7:]])
     assert same_bits(others, torch.zeros_like(others))
-    if cancelling:  # the grid is fine enough for a float32 answer to a sum of 1e-7
+    if kind == "cancelling":  # the grid is fine enough for a float32 answer to a sum of 1e-7
         assert (error <= 2.0**-23 * exact.abs()).all(), (error, exact)
     with deterministic_algorithms(False):
         atomic = gradients(fn, args, grad)[0][0, 6, 0].double()
