@@ -42,7 +42,7 @@ floor alone, the decoders' at most 6e-6).
 **Why fixed point.** The alternatives give the same bits by fixing the order of float adds, and
 pay for the order: sorting the contributions by element and reducing each segment (torch's
 deterministic ``index_put_(accumulate=True)`` does this) materializes every contribution, one
-per (sample, corner, channel): 4 x 32 x 2.3M samples, over a GB in float32, for the
+per (sample, corner, channel): 4.6M samples x 4 x 32, 2.3 GB in float32, for the
 Deformable-DETR encoder; a gather formulation (each value element sums the samples that reach
 it) needs that inverse index built per call. Fixed point keeps the atomic kernel as it is, one
 pass with its access pattern, and adds an int64 buffer the value's size and two streaming passes.
