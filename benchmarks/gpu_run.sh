@@ -6,9 +6,8 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records plain bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
-#     sweep-msda
-#     sweep-fp8 probe-fp8 timestamps-msda (default: all but hub, the sweeps, probe-fp8 and
-#     timestamps-msda, in that order)
+#     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det (default: all but hub, the
+#     sweeps, probe-fp8, timestamps-msda, qat, bench-qat and bench-msda-det, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
@@ -37,6 +36,9 @@
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
 #     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
 #     tile shape, division and E4M3 conversion (benchmarks/sweep_fp8_prologue.py).
+#   bench-msda-det: the deterministic MSDA backward against the atomic one on every speed-table
+#     row (benchmarks/bench_msda_deterministic.py; MSDA_DET_ARGS: more options, e.g. "--cases
+#     rt_detr_decoder d_fine_decoder" or "--skip-check").
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
 #   qat: the QAT GPU tests (tests/nn/test_quantized_cuda.py: 20 QAT steps, Triton vs the
@@ -113,7 +115,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
             tests/attention/test_fused_sdpa_inputs.py \
             tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py \
-            tests/kernels/quant/fp8_linear_checks.py} ;;
+            tests/kernels/quant/fp8_linear_checks.py tests/attention/test_deterministic_cuda.py} ;;
     declarations)
         # issue 20 on a real capture: the registry declines a backend declaring no graph capture
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
@@ -221,6 +223,12 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             --skip-host-path
         unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
         rm -rf "$hub_build" ;;
+    bench-msda-det)
+        # the fixed-point backward under torch.use_deterministic_algorithms against the atomic one:
+        # the checks first (bounded cell, 10 runs bit for bit), then eager, backward-only and graph
+        # timings; the JSON is rewritten after every row
+        run bench-msda-det 420 python3 benchmarks/bench_msda_deterministic.py \
+            "$OUT/bench_msda_deterministic.json" ${MSDA_DET_ARGS:-} ;;
     bench-ragged)
         run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
             "$OUT/bench_ms_deform_attn_ragged.json" ;;

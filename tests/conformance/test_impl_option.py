@@ -16,7 +16,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 WHOLE_SUITE = ("test_suite_rejects_control", "test_the_suite_judges_an_out_of_tree_backend",
                "test_an_unknown_impl_lists_the_registered_names",
                "test_the_static_list_names_every_in_tree_registration",
-               "test_impl_runs_show_declared_cells_in_the_count_and_the_matrix_json")
+               "test_impl_runs_show_declared_cells_in_the_count_and_the_matrix_json",
+               "test_the_check_passes_a_repeatable_implementation_on_cpu")
 PARAMETRIZED = re.compile(r"::test_(?:cell|layouts|error_input)\[([^\]]+)\]")
 
 

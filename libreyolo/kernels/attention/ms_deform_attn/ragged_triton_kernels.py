@@ -19,6 +19,10 @@ contracted into one fma, which would round once where the portable path rounds t
 import triton
 import triton.language as tl
 
+from libreyolo.kernels.attention.ms_deform_attn.deterministic_kernels import (
+    add_value_gradient,
+    fixed_point_scale,
+)
 from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
     _ZEROING,
     _bilinear_accumulate,
@@ -121,7 +125,8 @@ def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     """One discrete point's backward for a block of queries, the counterpart of the classic
     ``_bilinear_point_backward`` (it samples its point too): d/d weight = <g, v_pixel>;
     d/d v_pixel += weight * g; no location gradient (the pixel is a step function of the
-    location, as the portable path's floor)."""
+    location, as the portable path's floor). The value gradient: ``add_value_gradient``."""
+    scale = fixed_point_scale(grad_value_ptr)  # deterministic_kernels: unused for float32
     offset, inside, weight = _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start,
                                             len_in, row_stride, q_mask, DTYPE)
     grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
@@ -131,8 +136,8 @@ def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
         pixel = tl.load(value_ptr + head_offset + c[None, :] + offset[:, None], mask=m,
                         other=0.0).to(tl.float32)
         grad_weight += tl.sum(g * pixel, axis=1)
-        tl.atomic_add(grad_value_ptr + head_offset + c[None, :] + offset[:, None],
-                      weight[:, None] * g, mask=m)
+        add_value_gradient(grad_value_ptr + head_offset + c[None, :] + offset[:, None],
+                           weight[:, None] * g, m, scale)
     tl.store(grad_attn_ptr + p_offset, grad_weight.to(grad_attn_ptr.dtype.element_ty),
              mask=q_mask)
 

@@ -25,7 +25,7 @@ import torch
 
 from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
-from libreyolo.kernels.attention.ms_deform_attn import memo
+from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
@@ -211,9 +211,11 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, gra
 
 
 def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
-    launcher = plan.launches.get("backward")
+    # an int64 value gradient is the deterministic backward's: its own launch (classic's note)
+    direction = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
+    launcher = plan.launches.get(direction)
     if launcher is None:
-        launcher = plan.launches["backward"] = Launcher(
+        launcher = plan.launches[direction] = Launcher(
             _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
             *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
             enable_fp_fusion=False)
@@ -279,7 +281,7 @@ _HERE = Path(__file__).resolve().parent
 #: its own, and the classic kernels whose sampling helpers and limits it reuses.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
                                          "triton_provider.py", "triton_kernels.py")) + (
-    launcher_source, autograd_source)
+    launcher_source, autograd_source) + deterministic.SOURCES
 
 register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
          accepts=accepts, sources=SOURCES, backward=ms_deform_attn_ragged_triton_backward)

@@ -14,6 +14,11 @@ Arithmetic is float32 whatever the input dtype. Pixel coordinates follow ``grid_
 import triton
 import triton.language as tl
 
+from libreyolo.kernels.attention.ms_deform_attn.deterministic_kernels import (
+    add_value_gradient,
+    fixed_point_scale,
+)
+
 
 @triton.jit
 def _query_block(len_in, len_q, heads, C: tl.constexpr, BLOCK_Q: tl.constexpr):
@@ -234,7 +239,8 @@ def _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     """One point's backward for a block of queries (``ms_deform_attn_bwd_kernel`` states the
     derivatives; the ragged backward takes the same step): the weight and location gradients,
     complete over the channels, stored at ``p_offset``; the value gradient by float32 atomic
-    adds."""
+    adds, or int64 fixed-point ones when it is the deterministic backward's accumulator."""
+    scale = fixed_point_scale(grad_value_ptr)  # deterministic_kernels: unused for float32
     x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask)
     o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
     o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride, q_mask)
@@ -268,10 +274,10 @@ def _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
         grad_y += tl.sum(g * ((1.0 - fx)[:, None] * (v10 - v00) + fx[:, None] * (v11 - v01)),
                          axis=1)
         weighted = weight[:, None] * g
-        tl.atomic_add(gv_ptr + o00[:, None], w00[:, None] * weighted, mask=m00)
-        tl.atomic_add(gv_ptr + o01[:, None], w01[:, None] * weighted, mask=m01)
-        tl.atomic_add(gv_ptr + o10[:, None], w10[:, None] * weighted, mask=m10)
-        tl.atomic_add(gv_ptr + o11[:, None], w11[:, None] * weighted, mask=m11)
+        add_value_gradient(gv_ptr + o00[:, None], w00[:, None] * weighted, m00, scale)
+        add_value_gradient(gv_ptr + o01[:, None], w01[:, None] * weighted, m01, scale)
+        add_value_gradient(gv_ptr + o10[:, None], w10[:, None] * weighted, m10, scale)
+        add_value_gradient(gv_ptr + o11[:, None], w11[:, None] * weighted, m11, scale)
     tl.store(grad_attn_ptr + p_offset, grad_weight.to(grad_attn_ptr.dtype.element_ty),
              mask=q_mask)
     grad_u = weight * width.to(tl.float32) * grad_x

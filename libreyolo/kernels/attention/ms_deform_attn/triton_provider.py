@@ -30,7 +30,7 @@ from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.kernels.triton_launch import Launcher
 
-from . import memo
+from . import deterministic, memo
 from .levels import device_shapes, remembered
 from .portable import validate_inputs
 
@@ -94,7 +94,7 @@ class LaunchPlan(Prepared):
 
     __slots__ = ("shapes", "sizes", "constants", "forward_grid", "backward_grid", "split_levels",
                  "out_shape", "out_empty", "zeroing", "forward_launch", "zeroing_launch",
-                 "backward_launch")
+                 "backward_launch", "fixed_point_launch")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -114,6 +114,7 @@ class LaunchPlan(Prepared):
         self.zeroing = forward_zeroing(sampling_locations.numel() // 2, value.numel(),
                                        self.forward_grid)
         self.forward_launch = self.zeroing_launch = self.backward_launch = None
+        self.fixed_point_launch = None  # the deterministic backward's (deterministic.py)
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -221,11 +222,19 @@ def _forward_launch(plan: LaunchPlan, tensors: tuple, zero: bool) -> Launcher:
 
 
 def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
-    if plan.backward_launch is None:
-        plan.backward_launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid,
-                                        *tensors, *plan.sizes, **plan.constants,
-                                        SPLIT_LEVELS=plan.split_levels, num_warps=NUM_WARPS)
-    return plan.backward_launch
+    # An int64 value gradient is the deterministic backward's (deterministic.py), compiled apart:
+    # a Launcher relaunches the dtypes it was made with, so each mode keeps its own.
+    fixed_point = tensors[5].dtype is torch.int64
+    launch = plan.fixed_point_launch if fixed_point else plan.backward_launch
+    if launch is None:
+        launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid, *tensors,
+                          *plan.sizes, **plan.constants, SPLIT_LEVELS=plan.split_levels,
+                          num_warps=NUM_WARPS)
+        if fixed_point:
+            plan.fixed_point_launch = launch
+        else:
+            plan.backward_launch = launch
+    return launch
 
 
 def gradient_buffers(value, sampling_locations, attention_weights, *, zeroed: bool) -> tuple:
@@ -259,7 +268,8 @@ def keep_for_backward(ctx, plan, value, sampling_locations, attention_weights):
     or None."""
     ctx.plan = plan
     ctx.save_for_backward(value, sampling_locations, attention_weights)
-    if plan.zeroing is None:
+    # under deterministic mode the backward allocates (its float32 value gradient needs no zeros)
+    if plan.zeroing is None or deterministic.requested():
         ctx.buffers = None
         return None
     ctx.buffers = gradient_buffers(value, sampling_locations, attention_weights, zeroed=False)
@@ -272,14 +282,20 @@ def gradients(launch_for, ctx, grad_out) -> tuple:
 
     Buffers the forward allocated serve one backward: a second one (``retain_graph``) allocates
     its own, since the first's gradients are the caller's and the value gradient must start at
-    zero."""
+    zero. Under ``torch.use_deterministic_algorithms`` the value gradient is summed in fixed point
+    instead (``deterministic.py``: the same bits every run)."""
     value, sampling_locations, attention_weights = ctx.saved_tensors
     buffers, ctx.buffers = ctx.buffers, None
     if grad_out.numel() == 0:  # no channels (or nothing at all): no launch, nothing stored
         return (torch.zeros_like(value), torch.zeros_like(sampling_locations),
                 torch.zeros_like(attention_weights))
-    grad_value, grad_locations, grad_weights = buffers or gradient_buffers(
-        value, sampling_locations, attention_weights, zeroed=True)
+    fixed_point = deterministic.requested()  # its float32 value gradient needs no zeros
+    buffers = buffers or gradient_buffers(value, sampling_locations, attention_weights,
+                                          zeroed=not fixed_point)
+    if fixed_point:
+        return deterministic.gradients(launch_for, ctx.plan, value, sampling_locations,
+                                       attention_weights, grad_out.contiguous(), buffers)
+    grad_value, grad_locations, grad_weights = buffers
     tensors = (value, ctx.plan.shapes, sampling_locations, attention_weights,
                grad_out.contiguous(), grad_value, grad_locations, grad_weights)
     launch_for(ctx.plan, tensors)(*tensors)
@@ -362,7 +378,7 @@ def ms_deform_attn_triton_backward(grad, value, spatial_shapes, sampling_locatio
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here).
 SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_kernels.py")) + (
-    launcher_source, autograd_source)
+    launcher_source, autograd_source) + deterministic.SOURCES
 
 register("ms_deform_attn", ms_deform_attn_triton, name="triton", predicate=environment_ok,
          accepts=accepts, sources=SOURCES, backward=ms_deform_attn_triton_backward)
