@@ -367,7 +367,7 @@ def ragged() -> list[str]:
         bwd_ok = all(speed[k] is None or speed[k] >= 3
                      for k in ("forward_backward_ms", "graph_forward_backward_ms"))
 
-        def x(key):
+        def x(key, speed=speed):
             return "n/a" if speed[key] is None else f"{speed[key]:.1f}x"
 
         rows.append([r["case"], r["method"], num(fwd / (CEILINGS['copy_tb_s'] * 1e12) * 1e6),

@@ -14,7 +14,6 @@ import os
 import pathlib
 import sys
 import time
-
 from collections import Counter
 
 import pytest

@@ -18,7 +18,6 @@ import threading
 
 import torch
 
-
 EXPORT, COMPILE = "export", "compile"
 
 

@@ -15,10 +15,8 @@ from hypothesis import strategies as st
 from conformance import generators as gen_
 from conformance import strategies as layouts_st
 from conformance.catalogue.spec import (
-    FLOAT_DTYPES,
     TRITON_EXPECTATION,
     Case,
-    Contract,
     Inputs,
     SlotSpec,
     error_input,
@@ -26,7 +24,6 @@ from conformance.catalogue.spec import (
 )
 from conformance.layouts import apply_layout
 from conformance.numerics import E2M1, E4M3, INT_BITS
-
 
 
 def _finite_weight(case: Case, grid, size: int, gen: torch.Generator) -> torch.Tensor:

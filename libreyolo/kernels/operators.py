@@ -37,8 +37,10 @@ _library = torch.library.Library(NAMESPACE, "DEF")
 
 #: Exceptions a fake tensor raises where a value is needed: the real call checks those.
 try:
-    from torch._subclasses.fake_tensor import DataDependentOutputException, \
-        DynamicOutputShapeException
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     VALUE_NEEDED: tuple[type[Exception], ...] = (

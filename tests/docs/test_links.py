@@ -9,7 +9,6 @@ must be in ``benchmarks/results/``.
 from __future__ import annotations
 
 import pytest
-
 from doc_paths import PAGES, RESULT_NAME, ROOT, anchors, cited_paths, links, prose
 
 IDS = [str(p.relative_to(ROOT)) for p in PAGES]

@@ -13,7 +13,7 @@ import torch
 from conformance import generators, shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.cells import CellPlan, make_inputs
-from libreyolo.kernels import SLOTS, ops, operators
+from libreyolo.kernels import SLOTS, operators, ops
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -124,12 +124,16 @@ def test_bad_input_under_compile_raises_the_eager_error(bad, error, match):
         torch.compile(lambda **kw: ops.fake_quant_fp8(**kw))(**bad)
 
 
-def test_under_fullgraph_bad_input_is_reported_with_the_eager_message():
-    """fullgraph cannot fall back to eager: Dynamo's error carries the slot's as its cause."""
+def test_under_fullgraph_bad_input_is_reported_at_trace_time_with_the_eager_message():
+    """The fake kernel refuses the input while the graph is traced (no graph is made), and
+    fullgraph cannot fall back to eager: Dynamo's error carries the slot's as its cause."""
+    graphs = []
     torch._dynamo.reset()
     with pytest.raises(Exception) as raised:
-        torch.compile(lambda x: ops.fake_quant_fp8(x), fullgraph=True)(
+        torch.compile(lambda x: ops.fake_quant_fp8(x), fullgraph=True,
+                      backend=lambda gm, inputs: graphs.append(gm) or gm)(
             torch.ones(4, 8, dtype=torch.int32))
+    assert not graphs, "the bad input was refused when the graph ran, not when it was traced"
     chain, exc = [], raised.value
     while exc is not None:
         chain.append(str(exc))

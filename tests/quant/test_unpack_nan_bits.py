@@ -6,10 +6,9 @@ infinite scales with any payload, in every output dtype."""
 
 import pytest
 import torch
+from quant_helpers import assert_same_bits
 
 from libreyolo.quant import nan_bits, packing
-
-from quant_helpers import assert_same_bits
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from libreyolo.capture import is_capturing
+from libreyolo.capture import EXPORT, graph_capture
 
 from .modules import FinalizedLinear
 
@@ -52,8 +52,9 @@ class FinalizedMLP(nn.Module):
         self.fc1, self.fc2, self.activation = fc1, fc2, activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        eager_cuda = isinstance(x, torch.Tensor) and x.is_cuda and not is_capturing()
-        fused = self._fused(x) if eager_cuda else None
+        # eager, or the fused operator under torch.compile; never in an export
+        on_cuda = isinstance(x, torch.Tensor) and x.is_cuda and graph_capture() != EXPORT
+        fused = self._fused(x) if on_cuda else None
         if fused is not None:
             return fused
         return self.fc2(ACTIVATIONS[self.activation](self.fc1(x)))

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from libreyolo.capture import is_capturing
+from libreyolo.capture import EXPORT, graph_capture, is_capturing
 from libreyolo.quant import validation as v
 from libreyolo.quant.formats import E4M3, int_qmax
 from libreyolo.quant.numerics import finite_amax, scale_from_amax
@@ -187,12 +187,12 @@ class _Finalized(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_input(x)
-        eager_cuda = x.is_cuda and not is_capturing()
-        if eager_cuda:
+        capture = graph_capture()
+        if x.is_cuda and capture != EXPORT:  # under torch.compile: the fused operator
             fused = self._fused(x)
             if fused is not None:
                 return fused
-        if eager_cuda:
+        if x.is_cuda and capture is None:
             weight, bias = self._dequantized(x.dtype)
         else:
             weight, bias = self._dequantize(x.dtype), self._bias_as(x.dtype)
@@ -220,6 +220,8 @@ class _Finalized(nn.Module):
         codes = self.codes
         if codes.dim() == 2:
             return codes
+        if is_capturing():  # a traced graph keeps no view of this process's
+            return codes.reshape(codes.shape[0], -1)
         kept = self.__dict__.get("_codes_view")
         if kept is None or kept[0] is not codes:
             kept = self.__dict__["_codes_view"] = (codes, codes.reshape(codes.shape[0], -1))

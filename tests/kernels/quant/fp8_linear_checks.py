@@ -19,7 +19,6 @@ from quant_check_device import DEVICE, INTERPRETING, MARKS
 pytestmark = MARKS
 
 from conformance.bounds import bounded_limit  # noqa: E402
-from conformance.catalogue.fp8_execute import GEMM_CONTRACT  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
     FAST_ACCUMULATION_MAX_K,
@@ -30,6 +29,7 @@ from libreyolo.kernels.quant.execute.fp8_plan import (  # noqa: E402
     plan_fp8_cast_dynamic,
     plan_fp8_cast_static,
 )
+from libreyolo.kernels.slots import GEMM_BOUND as GEMM_CONTRACT  # noqa: E402
 from libreyolo.quant import fp8_execute as ref  # noqa: E402
 from libreyolo.quant.packing import pack_fp8  # noqa: E402
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from libreyolo.capture import is_capturing
+from libreyolo.capture import COMPILE, EXPORT, graph_capture
 from libreyolo.kernels import registry
 from libreyolo.kernels.settings import fp8_fast_accumulation
 
@@ -56,6 +56,7 @@ def policy() -> dict:
         return tomllib.load(file)
 
 
+@torch.compiler.assume_constant_result
 @functools.cache
 def _measured_device(index: int) -> bool:
     name = torch.cuda.get_device_name(index)
@@ -73,11 +74,13 @@ def engages(m: int, n: int, k: int) -> bool:
 
 def _policy_engages(x, *weights) -> bool:
     """Whether ``x`` may take a fused path through the layers of ``weights`` ((N, K) codes, in
-    order): CUDA bfloat16 activations, eager (not tracing/exporting/compiling), no autograd, a
-    device the policy was measured on, and every layer's (M, N, K) in one of its regions."""
+    order): CUDA bfloat16 activations, not captured for export, no autograd, a device the policy
+    was measured on, and every layer's (M, N, K) in one of its regions. Under ``torch.compile``
+    the answer is the trace's: the compiled graph holds the fused operator or the layers' path."""
     if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
         return False
-    if is_capturing() or x.requires_grad or not _measured_device(x.device.index or 0):
+    if graph_capture() == EXPORT or x.requires_grad or \
+            not _measured_device(x.device.index or 0):
         return False
     k = x.shape[-1]
     m = x.numel() // k if k else 0
@@ -91,10 +94,14 @@ def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activati
     libreyolo.quant's fp8 quantizer does for the dynamic per-row mode; activation: None or one of
     'relu', 'silu', 'gelu', applied after bias.
     Returns the (..., N) output in x.dtype, or None when the fused path does not engage here
-    (not CUDA, tracing/exporting/compiling, policy says bf16 is faster, no implementation takes
-    the input) so the caller takes its own path."""
+    (not CUDA, an export, policy says bf16 is faster, no implementation takes the input) so the
+    caller takes its own path. Under ``torch.compile`` the fused path is the operator
+    ``torch.ops.libreyolo.fp8_linear``."""
     if not _policy_engages(x, weight):
         return None
+    if graph_capture() == COMPILE:
+        return torch.ops.libreyolo.fp8_linear(x, weight.view(torch.uint8), weight_scale, bias,
+                                              input_scale=input_scale, activation=activation)
     return fused_fp8_linear(x, weight, weight_scale, bias, input_scale=input_scale,
                             activation=activation)
 
@@ -103,9 +110,14 @@ def fp8_mlp(x, fc1, fc2):
     """``fused_fp8_mlp`` where the policy engages both of its layers, under ``fp8_linear``'s
     conditions (there the fold only saves fc1's GELU pass and a read of its output); None
     sends the caller to its layers' own path. ``fc1``, ``fc2``: ``(weight, weight_scale,
-    bias)`` of two FP8 layers with dynamic activation scales."""
+    bias)`` of two FP8 layers with dynamic activation scales. Under ``torch.compile``: the
+    operator ``torch.ops.libreyolo.fp8_mlp``."""
     if not _policy_engages(x, fc1[0], fc2[0]):
         return None
+    if graph_capture() == COMPILE:
+        (w1, s1, b1), (w2, s2, b2) = fc1, fc2
+        return torch.ops.libreyolo.fp8_mlp(x, w1.view(torch.uint8), s1, b1,
+                                           w2.view(torch.uint8), s2, b2)
     return fused_fp8_mlp(x, fc1, fc2)
 
 
@@ -248,3 +260,63 @@ def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
                                        bias, out_dtype, True, weight.shape[0],
                                        fast_accumulation=fast_accumulation(k))
     return registry.dispatch("fp8_gemm", *args)
+
+
+# -- the fused path as operators, for torch.compile ----------------------------------------------
+# Opaque to inductor: a compiled model runs the eager fused path (prologue, tensor-core GEMM,
+# epilogue), its bits those of an eager call. The E4M3 weights cross as their bytes (as the slots'
+# operators take them, libreyolo/kernels/operators.py). Where the fused path declines at run time
+# (an implementation declines the input), the operator computes what the finalized layer's own
+# path does: the dequantized weight times the fake-quantized input.
+
+_library = torch.library.Library("libreyolo", "FRAGMENT")
+_library.define("fp8_linear(Tensor x, Tensor weight, Tensor weight_scale, Tensor? bias=None, *, "
+                "Tensor? input_scale=None, str? activation=None) -> Tensor")
+_library.define("fp8_mlp(Tensor x, Tensor w1, Tensor s1, Tensor? b1, Tensor w2, Tensor s2, "
+                "Tensor? b2) -> Tensor")
+
+
+def _layers_path(x, weight, weight_scale, bias, input_scale, activation):
+    """A finalized FP8 layer's own path: the quantized input times the dequantized weight."""
+    from libreyolo.quant.fake_quant import fake_quant_fp8
+    from libreyolo.quant.packing import unpack_fp8
+
+    w = unpack_fp8(weight, weight_scale, axis=0, dtype=x.dtype)
+    out = F.linear(fake_quant_fp8(x, input_scale), w, None if bias is None else bias.to(x.dtype))
+    return out if activation is None else ACTIVATIONS[activation](out)
+
+
+@torch.compiler.disable(recursive=True)
+def _linear_kernel(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
+    weight = weight.view(torch.float8_e4m3fn)
+    with torch.no_grad():
+        out = fused_fp8_linear(x, weight, weight_scale, bias, input_scale=input_scale,
+                               activation=activation)
+        if out is None:
+            out = _layers_path(x, weight, weight_scale, bias, input_scale, activation)
+    return out.contiguous()
+
+
+@torch.compiler.disable(recursive=True)
+def _mlp_kernel(x, w1, s1, b1, w2, s2, b2):
+    fc1, fc2 = (w1.view(torch.float8_e4m3fn), s1, b1), (w2.view(torch.float8_e4m3fn), s2, b2)
+    with torch.no_grad():
+        out = fused_fp8_mlp(x, fc1, fc2)
+        if out is None:
+            hidden = _layers_path(x, *fc1, None, "gelu")
+            out = _layers_path(hidden, *fc2, None, None)
+    return out.contiguous()
+
+
+def _linear_fake(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _mlp_fake(x, w1, s1, b1, w2, s2, b2):
+    return x.new_empty((*x.shape[:-1], w2.shape[0]))
+
+
+_library.impl("fp8_linear", _linear_kernel, "CompositeExplicitAutograd")
+_library.impl("fp8_mlp", _mlp_kernel, "CompositeExplicitAutograd")
+torch.library.register_fake("libreyolo::fp8_linear", _linear_fake, lib=_library)
+torch.library.register_fake("libreyolo::fp8_mlp", _mlp_fake, lib=_library)
