@@ -6,8 +6,9 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records plain bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
-#     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det (default: all but hub, the
-#     sweeps, probe-fp8, timestamps-msda, qat, bench-qat and bench-msda-det, in that order)
+#     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile controls-gpu
+#     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
+#     bench-msda-det, bench-compile and controls-gpu, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
@@ -115,7 +116,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/attention/test_fused_export.py tests/attention/test_fused_policy.py \
             tests/attention/test_fused_sdpa_inputs.py \
             tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py \
-            tests/kernels/quant/fp8_linear_checks.py tests/attention/test_deterministic_cuda.py} ;;
+            tests/kernels/quant/fp8_linear_checks.py tests/attention/test_deterministic_cuda.py \
+            tests/kernels/test_operators.py tests/kernels/test_compiled_modules.py} ;;
     declarations)
         # issue 20 on a real capture: the registry declines a backend declaring no graph capture
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
@@ -254,6 +256,18 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             -p no:cacheprovider tests/nn/test_quantized_cuda.py ${QAT_TESTS_ARGS:-} ;;
     bench-qat)
         run bench-qat 560 python3 benchmarks/bench_qat.py "$OUT/bench_qat.json" ${QAT_ARGS:-} ;;
+    bench-compile)
+        # torch.compile against eager, the slots as operators (COMPILE_ARGS: e.g. "--quick");
+        # torchao's float8 path beside the FP8 MLP when its wheel was installed (.whl)
+        run bench-compile 420 python3 benchmarks/bench_compile.py "$OUT/bench_compile.json" \
+            ${COMPILE_ARGS:-} ;;
+    controls-gpu)
+        # every negative control judged on CUDA by the check it names, and the bounded controls'
+        # error over bound per case (benchmarks/control_margins.py)
+        run controls-gpu 240 python3 -m pytest -q -p no:cacheprovider -n 8 --gpu \
+            conformance/test_negative_controls.py conformance/test_determinism.py
+        run control-margins 120 python3 benchmarks/control_margins.py cuda \
+            "$OUT/control_margins_cuda.json" fp8_gemm,fp8_gemm_tensorwise ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done
