@@ -28,10 +28,17 @@ def graph_capture() -> str | None:
     operators (``libreyolo.kernels.operators``); None in eager mode."""
     compiler = torch.compiler
     if compiler.is_compiling():  # asked first: Dynamo refuses to trace the ONNX flags' reads
-        return EXPORT if compiler.is_exporting() else COMPILE
+        return EXPORT if _exporting() else COMPILE
     if torch.jit.is_tracing() or compiler.is_exporting() or _in_onnx_export():
         return EXPORT
     return None
+
+
+def _exporting() -> bool:
+    """``torch.compiler.is_exporting()``, read from the flag it returns: torch 2.11's Dynamo
+    folds the call to True under ``torch.compile`` as well (2.13 reads the flag, as here)."""
+    flag = getattr(torch.compiler, "_is_exporting_flag", None)
+    return torch.compiler.is_exporting() if flag is None else flag
 
 
 def is_capturing() -> bool:

@@ -68,11 +68,19 @@ def _nan_scales(shape: tuple, seed: int) -> torch.Tensor:
                        ordinary)
 
 
+def _bytes(values: list[int], shape: tuple) -> torch.Tensor:
+    """``shape`` bytes cycling through ``values`` (scale codes that hold the edges)."""
+    n = shape[0] * shape[1]
+    return torch.tensor((values * (n // len(values) + 1))[:n], dtype=torch.uint8).reshape(shape)
+
+
 def _calls(device: str):
-    """One call of each unpack reference with NaN sources in its inputs, on `device`."""
+    """One call of each unpack reference with NaN or infinity sources in its inputs (E4M3 NaN
+    codes, NaN and infinite scales; MXFP4 has no NaN: its E8M0 code 254 overflows to inf)."""
     rows, cols = 8, 70
     codes = _every_byte(rows, (cols + 1) // 2, 1).to(device)
-    e4m3_scales = _every_byte(rows, -(-cols // 16), 2).view(torch.float8_e4m3fn).to(device)
+    e4m3_scales = _bytes([0x7F, 0x38, 0xFF, 0x00, 0x40, 0x80], (rows, -(-cols // 16))).view(
+        torch.float8_e4m3fn).to(device)
     yield "int_grouped", lambda dtype: packing.unpack_int_grouped(
         codes, _nan_scales((rows, -(-cols // 16)), 3).to(device), 4, 16, cols, dtype)
     yield "nvfp4", lambda dtype: packing.unpack_nvfp4(
@@ -80,7 +88,7 @@ def _calls(device: str):
     yield "nvfp4-nan-tensor-scale", lambda dtype: packing.unpack_nvfp4(
         codes, e4m3_scales, torch.tensor(float("nan")).to(device), cols, dtype)
     yield "mxfp4", lambda dtype: packing.unpack_mxfp4(
-        codes, _every_byte(rows, -(-cols // 32), 5).to(device), cols, dtype)
+        codes, _bytes([254, 127, 0, 200, 255], (rows, -(-cols // 32))).to(device), cols, dtype)
     yield "mxfp8", lambda dtype: packing.unpack_mxfp8(
         _every_byte(rows, cols, 6).view(torch.float8_e4m3fn).to(device),
         _every_byte(rows, -(-cols // 32), 7).to(device), dtype)
@@ -95,5 +103,14 @@ def _calls(device: str):
 def test_cuda_unpack_references_give_the_cpu_bits(name, dtype):
     cpu = dict(_calls("cpu"))[name](dtype)
     cuda = dict(_calls("cuda"))[name](dtype)
-    assert torch.isnan(cpu.float()).any(), "the inputs must hold NaN sources"
+    assert (~torch.isfinite(cpu.float())).any(), "the inputs must hold NaN or inf sources"
     assert_same_bits(cuda.cpu(), cpu)
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _calls("cpu")])
+def test_each_call_holds_a_non_finite_source(name):
+    """What the CUDA comparison needs to mean anything (checked here, without a GPU)."""
+    out = dict(_calls("cpu"))[name](torch.float32)
+    assert (~torch.isfinite(out)).any()
+    if name != "mxfp4":
+        assert torch.isnan(out).any()
