@@ -9,17 +9,13 @@ import json
 import platform
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from . import settings
-from .providers import IN_TREE, PACKAGE
-from .registry import Implementation, awaiting_record, explain, loading
+from .providers import PACKAGE
+from .registry import Implementation, explain, loading
 from .slots import SLOTS
-
-#: A source checkout has the conformance suite and its parity records beside the package.
-CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def versions() -> dict[str, str | None]:
@@ -33,37 +29,13 @@ def versions() -> dict[str, str | None]:
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if cuda else None}
 
 
-def record_states() -> Callable[[Implementation], str | None]:
-    """A function giving an implementation's parity-record state: ``green``, ``stale`` (the
-    record checked other sources), ``not green`` (it failed, or is partial or dirty),
-    ``awaiting`` (listed in awaiting_record.toml), ``none``; ``unknown`` outside a source
-    checkout (an installed package carries no records); None for a reference."""
-    if not (CHECKOUT / "conformance" / "records").is_dir():
-        return lambda impl: None if impl.is_reference else "unknown"
-    # The records and the rule that judges them belong to the suite, which only a checkout has.
-    from conformance import gate, records
-
-    def state(impl: Implementation) -> str | None:
-        if impl.is_reference:
-            return None
-        if f"{impl.op}/{impl.name}" in awaiting_record():
-            return "awaiting"
-        record = records.load(impl.op, impl.name) if impl.origin == IN_TREE else None
-        if record is None:
-            return "none"
-        target = gate.Target(impl.op, impl.name, impl.sources, impl.capabilities)
-        current = gate.current_digest(target)
-        if record.get("source_digest") != current["digest"]:
-            return "stale"
-        return "green" if gate.record_problem(target, record, current) is None else "not green"
-
-    return state
-
-
-def report(*, records: bool = False) -> dict:
-    """Settings in effect and, per slot, its implementations newest first with their status
-    (with ``records``: versions, and each implementation's parity-record state)."""
-    state = record_states() if records else None
+def report(*, versions_too: bool = False,
+           record_state: Callable[[Implementation], str | None] | None = None) -> dict:
+    """Settings in effect and, per slot, its implementations newest first with their status;
+    with ``versions_too`` the versions, and with ``record_state`` (what the conformance suite's
+    ``python -m conformance.status`` passes: the runtime knows nothing of parity records) each
+    implementation's parity-record state."""
+    state = record_state
     slots = {}
     for slot in SLOTS:
         rows = explain(slot.name)
@@ -80,7 +52,7 @@ def report(*, records: bool = False) -> dict:
         slots[slot.name] = {"reference": slot.reference, "selected": selected or "unavailable",
                             "implementations": implementations}
     data = {"settings": settings.in_effect(), "slots": slots}
-    if records:
+    if versions_too:
         data = {"versions": versions(), **data}
     return data
 
@@ -110,7 +82,8 @@ def _print_text(data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m libreyolo.kernels", description=__doc__)
     parser.add_argument("--json", action="store_true",
-                        help="print the report as JSON, with versions and parity-record states")
+                        help="print the report as JSON, with versions (parity-record states: "
+                             "python -m conformance.status, in a source checkout)")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="PKG",
                         help="import PKG first, so the implementations it registers are shown "
                              "(repeatable)")
@@ -121,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - reported as the argument's error
             parser.error(f"--import {module}: {type(exc).__name__}: {exc}")
-    data = report(records=args.json)
+    data = report(versions_too=args.json)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         print()

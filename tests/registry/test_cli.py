@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from libreyolo.kernels import cli, slot_names
-from libreyolo.kernels.registry import Implementation
 
 
 def run_cli(*args, env=None):
@@ -49,15 +48,32 @@ def test_text_report_names_the_selection_per_slot():
     assert "LIBREYOLO_KERNELS=" in done.stdout
 
 
-def test_json_report_gives_versions_origins_and_record_states():
+def test_json_report_gives_versions_and_origins_and_no_record_states():
+    """Parity records are the suite's: the runtime's report has none (python -m
+    conformance.status adds them), so it runs the same outside a checkout."""
     done = run_cli("--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert set(data["versions"]) == {"python", "torch", "triton", "cuda", "gpu"}
     rows = {i["name"]: i for i in data["slots"]["fake_quant_fp8"]["implementations"]}
-    assert rows["reference"]["origin"] == "in-tree" and rows["reference"]["record"] is None
-    assert rows["triton"]["origin"] == "in-tree"
-    assert rows["triton"]["record"] in {"green", "stale", "not green", "awaiting", "none"}
+    assert rows["reference"]["origin"] == "in-tree" and rows["triton"]["origin"] == "in-tree"
+    assert all("record" not in row for row in rows.values())
+
+
+def test_the_runtime_never_imports_the_suite():
+    """libreyolo is a library: nothing under it imports conformance (the layers hold)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(cli.__file__).resolve().parents[1]
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(root.parent)}: {n}" for n in names
+                      if n.split(".")[0] == "conformance"]
+    assert not found, found
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the decline is that of a CPU machine")
@@ -102,37 +118,3 @@ def test_import_of_a_missing_package_is_an_error_naming_the_argument():
     done = run_cli("--import", "no_such_backend_here")
     assert done.returncode == 2
     assert "--import no_such_backend_here: ModuleNotFoundError" in done.stderr
-
-
-def test_record_state_is_stale_when_the_sources_changed(tmp_path):
-    other = tmp_path / "kernel.py"
-    other.write_text("# not the sources the record checked\n")
-    impl = Implementation("fake_quant_fp8", "triton", print, sources=(str(other),),
-                          origin="in-tree")
-    assert cli.record_states()(impl) == "stale"
-
-
-@pytest.mark.parametrize("problem, state", [(None, "green"), ("a cell failed", "not green")])
-def test_record_state_of_todays_sources_is_the_gates_verdict(monkeypatch, problem, state):
-    """A record whose digest is today's sources' is green exactly when the gate accepts it (the
-    report once compared the digest with the whole provenance and called every record stale)."""
-    from conformance import gate, records
-
-    impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
-    today = gate.current_digest(gate.Target(impl.op, impl.name, impl.sources, None))["digest"]
-    monkeypatch.setattr(records, "load", lambda op, name: {"source_digest": today})
-    monkeypatch.setattr(gate, "record_problem", lambda target, record, current: problem)
-    assert cli.record_states()(impl) == state
-
-
-def test_record_state_is_awaiting_when_listed(monkeypatch):
-    monkeypatch.setattr(cli, "awaiting_record", lambda: frozenset({"fake_quant_fp8/triton"}))
-    impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
-    assert cli.record_states()(impl) == "awaiting"
-
-
-def test_record_state_is_none_out_of_tree_and_unknown_without_a_checkout(monkeypatch, tmp_path):
-    impl = Implementation("fake_quant_fp8", "triton", print, origin="caller")
-    assert cli.record_states()(impl) == "none"
-    monkeypatch.setattr(cli, "CHECKOUT", tmp_path)
-    assert cli.record_states()(impl) == "unknown"
