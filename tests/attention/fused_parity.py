@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from conformance.attention_evidence import prepared
 from conformance.bounds import bounded_limit
-from libreyolo.kernels.attention.evidence import prepared
 
 K = 4.0
 FLOOR_ULPS = 4.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conformance.attention_evidence import limited
 from libreyolo.kernels.attention import families
-from libreyolo.kernels.attention.evidence import limited
 from libreyolo.nn import attention as nn_attention
 
 from .fused_parity import CONTROLS, bounded_check, oracle

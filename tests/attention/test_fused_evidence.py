@@ -10,8 +10,7 @@ import tomllib
 import pytest
 import torch
 
-from libreyolo.kernels.attention import families, fused_attention_default
-from libreyolo.kernels.attention.evidence import (
+from conformance.attention_evidence import (
     DOCS_FILE,
     TABLE_BEGIN,
     TABLE_END,
@@ -20,6 +19,7 @@ from libreyolo.kernels.attention.evidence import (
     render_evidence,
     render_table,
 )
+from libreyolo.kernels.attention import families, fused_attention_default
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_the_stored_evidence_is_what_the_reference_platform_measures(measured):
     stale = [(row, fresh) for row, fresh in zip(stored_rows(), measured, strict=True)
              if row != fresh]
     assert not stale, ("evidence.toml is stale; regenerate it with "
-                       f"`python -m libreyolo.kernels.attention.evidence`: {stale}")
+                       f"`python -m conformance.attention_evidence`: {stale}")
 
 
 def test_the_evidence_covers_every_call_site_in_both_dtypes():

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
+from conformance.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import families, manual_attention_required
-from libreyolo.kernels.attention.evidence import limited, prepared
 from libreyolo.nn import attention as nn_attention
 
 TRACE_SITES = [site for site in families.sites() if site.module != "spatial_reduction"]

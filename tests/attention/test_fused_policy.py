@@ -19,13 +19,13 @@ import pytest
 import torch
 from torch import nn
 
+from conformance.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import (
     families,
     fused_attention_default,
     fused_attention_modules,
     set_fused_attention,
 )
-from libreyolo.kernels.attention.evidence import limited, prepared
 from libreyolo.nn import attention as nn_attention
 from libreyolo.nn.attention import (
     ProjectedAttention,

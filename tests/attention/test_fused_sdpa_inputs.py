@@ -22,8 +22,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conformance.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import families
-from libreyolo.kernels.attention.evidence import limited, prepared
 from libreyolo.nn import attention as nn_attention
 from libreyolo.nn.attention import SDPA_ALIGNMENT, TinyViTAttention, WindowAttention
 
