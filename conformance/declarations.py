@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from conformance.catalogue.spec import Expectation, SlotSpec
 
+#: The package whose functions are in-tree, whoever registered them.
+_PACKAGE = "libreyolo"
+
 
 def implementation(op: str, name: str):
     """The registered implementation of `op` called `name` (None when there is none)."""
@@ -20,10 +23,24 @@ def implementation(op: str, name: str):
     return next((impl for impl in registered(op) if impl.name == name), None)
 
 
+def _function_module(fn) -> str:
+    module = getattr(fn, "__module__", None) or getattr(getattr(fn, "func", None), "__module__",
+                                                        None)
+    return module or ""
+
+
+def is_in_tree(impl) -> bool:
+    """A registration the registry counts as in-tree, or whose function comes from the
+    `libreyolo` package (any module of it), whoever registered it."""
+    from libreyolo.kernels.providers import IN_TREE
+
+    module = _function_module(impl.fn)
+    return not impl.is_reference and (impl.origin == IN_TREE or module == _PACKAGE
+                                      or module.startswith(f"{_PACKAGE}."))
+
+
 def binds(impl) -> bool:
     """Whether `impl`'s declaration sets what the suite holds it to: out of tree only."""
-    from conformance.gate import is_in_tree
-
     return impl is not None and impl.capabilities is not None and not is_in_tree(impl)
 
 

@@ -26,6 +26,7 @@ import torch
 
 from conformance import provenance, records, stack
 from conformance.catalogue import CATALOGUE
+from conformance.declarations import is_in_tree
 from conformance.records import RECORD_PROFILE
 
 #: The one command that re-records what the gate reports: it finds the stale records itself.
@@ -119,22 +120,6 @@ def conditional_registrations(source: str, name: str = "<source>") -> list[str]:
         if not all(isinstance(p, _UNCONDITIONAL) for p in chain):
             found.append(f"{name}:{node.lineno}")
     return found
-
-
-def _function_module(fn) -> str:
-    module = getattr(fn, "__module__", None) or getattr(getattr(fn, "func", None), "__module__",
-                                                        None)
-    return module or ""
-
-
-def is_in_tree(impl) -> bool:
-    """A registration the registry counts as in-tree, or whose function comes from the
-    `libreyolo` package (any module of it), whoever registered it."""
-    from libreyolo.kernels.providers import IN_TREE
-
-    module = _function_module(impl.fn)
-    return not impl.is_reference and (impl.origin == IN_TREE or module == IN_TREE_PACKAGE
-                                      or module.startswith(f"{IN_TREE_PACKAGE}."))
 
 
 @cache
