@@ -370,7 +370,11 @@ def _awaits_record(impl: Implementation, selection: settings.Selection, by_name:
 
 
 def _warn_unknown_selection(selection: settings.Selection) -> None:
-    """One warning per unknown slot, and per name no implementation (of that slot) has."""
+    """One warning per unknown slot, per name no implementation (of that slot) has, and per
+    item the value's parser could not follow as written (``Selection.problems``)."""
+    for problem in selection.problems:
+        _warn_once(("selection-item", selection.source, problem),
+                   f"{selection.source}: {problem}", SelectionWarning)
     with _lock:
         known = {op: {e.name for e in entries} for op, entries in _impls.items()}
     everywhere = set().union(*known.values())

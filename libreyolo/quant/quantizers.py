@@ -133,7 +133,7 @@ def int_grouped(w: torch.Tensor, bits: int, group_size: int) -> Quantized:
     v.check_float_tensor("w", w)
     v.check_rank("w", w, 2)
     qmax = int_qmax(v.check_bits("bits", bits))
-    v.check_positive_int("group_size", group_size)
+    group_size = group_length(v.check_positive_int("group_size", group_size), w.shape[1])
     blocks = _to_blocks(w.float(), group_size)
     scale = scale_from_amax(finite_amax(blocks, -1), qmax)
     codes, values, mask = quantize(blocks, scale, round_to_integer, -qmax, qmax)
@@ -221,6 +221,13 @@ def _to_blocks(w32: torch.Tensor, block: int) -> torch.Tensor:
     rows, cols = w32.shape
     padded = F.pad(w32, (0, block_padding(cols, block)))
     return padded.view(rows, padded.shape[1] // block, block)
+
+
+def group_length(group_size: int, cols: int) -> int:
+    """The columns a group spans: ``group_size``, or the row's length when the group is longer
+    (one group a row either way, with the same scale: zeros padding a group change no amax), so a
+    huge ``group_size`` never pads a row to its length (``2**40`` columns of zeros)."""
+    return min(group_size, max(cols, 1))
 
 
 def block_padding(n: int, block: int) -> int:
