@@ -194,7 +194,7 @@ class Binder:
     def __call__(self, args: tuple, kwargs: dict) -> dict[str, object]:
         if len(args) > len(self.positional):
             self._refuse(args, kwargs)
-        bound = dict(zip(self.positional, args))
+        bound = dict(zip(self.positional, args, strict=False))  # checked: len(args) fits
         if kwargs:
             if not kwargs.keys() <= self.names or not kwargs.keys().isdisjoint(bound):
                 self._refuse(args, kwargs)

@@ -67,7 +67,7 @@ def _stored_scale(scale: torch.Tensor) -> torch.Tensor:
 
 
 def pack_int8(w: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> PackedInt8:
-    result = quantizers.int8_per_channel(w, scale, axis)
+    result = quantizers.int8_per_channel(w, scale, axis, x_name="w")
     v.check_all_finite("w", w)
     return PackedInt8(result.codes.to(torch.int8), _stored_scale(scale), axis % w.dim())
 
@@ -82,7 +82,7 @@ def unpack_int8(codes, scale, axis: int = 0, dtype=torch.float32) -> torch.Tenso
 
 
 def pack_fp8(w: torch.Tensor, scale=None, *, fmt: str = "e4m3", axis=None) -> PackedFP8:
-    result = quantizers.fp8(w, scale, fmt=fmt, axis=axis)
+    result = quantizers.fp8(w, scale, fmt=fmt, axis=axis, x_name="w")
     v.check_all_finite("w", w)
     axis = None if axis is None else axis % w.dim()
     return PackedFP8(result.codes.to(_FP8_DTYPES[fmt]), _stored_scale(result.scales["scale"]), axis)

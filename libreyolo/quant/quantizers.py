@@ -84,9 +84,11 @@ def quantize(
     return codes, torch.where(zero_scale, 0.0, codes * scale), mask
 
 
-def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> Quantized:
-    v.check_float_tensor("x", x)
-    v.check_min_rank("x", x, 1)
+def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0, *,
+                     x_name: str = "x") -> Quantized:
+    """``x_name``: what the caller calls ``x`` (packing's ``w``), for its errors."""
+    v.check_float_tensor(x_name, x)
+    v.check_min_rank(x_name, x, 1)
     axis = v.check_axis("axis", axis, x.dim())
     v.check_scale("scale", scale, (x.shape[axis],), x.device)
     shape = [1] * x.dim()
@@ -113,8 +115,9 @@ def fp8(
     *,
     fmt: str = "e4m3",
     axis: int | None = None,
+    x_name: str = "x",
 ) -> Quantized:
-    fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis)
+    fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis, x_name)
     fmt_info = FP8_FORMATS[fmt]
     x32 = x.float()
     if mode == "row":

@@ -97,13 +97,13 @@ def check_fp8_format(name: str, fmt: object) -> str:
     return fmt
 
 
-def check_fp8_arguments(x, scale, fmt, axis) -> tuple[str, str, int | None]:
+def check_fp8_arguments(x, scale, fmt, axis, x_name: str = "x") -> tuple[str, str, int | None]:
     """fake_quant_fp8's arguments: (fmt, scale mode, normalized axis).
 
     Scale modes: "row" (scale None, dynamic per row along the last dim; axis must be None),
     "tensor" (a 0-dim scale, axis None), "channel" (a 1-D scale of length x.shape[axis]).
     """
-    check_float_tensor("x", x)
+    check_float_tensor(x_name, x)
     fmt = check_fp8_format("fmt", fmt)
     if scale is None:
         if axis is not None:
@@ -111,12 +111,12 @@ def check_fp8_arguments(x, scale, fmt, axis) -> tuple[str, str, int | None]:
                 f"axis must be None when scale is None (dynamic scaling is per row along the "
                 f"last dim), got {axis}"
             )
-        check_min_rank("x", x, 1)
+        check_min_rank(x_name, x, 1)
         return fmt, "row", None
     if axis is None:
         check_scale("scale", scale, (), x.device)
         return fmt, "tensor", None
-    check_min_rank("x", x, 1)
+    check_min_rank(x_name, x, 1)
     axis = check_axis("axis", axis, x.dim())
     check_scale("scale", scale, (x.shape[axis],), x.device)
     return fmt, "channel", axis

@@ -6,7 +6,6 @@ import warnings
 
 import pytest
 import torch
-
 from registry_helpers import NO_REF, WITH_REF, msda_input, tag_of, tagged
 
 from libreyolo.kernels import (

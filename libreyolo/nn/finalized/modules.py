@@ -49,6 +49,9 @@ class _Finalized(nn.Module):
     def __init__(self, weight_shape, rows, cols, out_features, bias, weight, activation, bits,
                  group_size, device):
         super().__init__()
+        if not isinstance(weight, str):
+            raise TypeError(f"weight must be a string, one of {tuple(WEIGHT_FORMATS)}, got "
+                            f"{weight!r}")
         if weight not in WEIGHT_FORMATS:
             raise ValueError(f"weight must be one of {tuple(WEIGHT_FORMATS)}, got {weight!r}")
         self._format = WEIGHT_FORMATS[weight]
