@@ -129,3 +129,14 @@ def test_the_judge_can_be_switched_off_for_benchmarks_only(monkeypatch):
     monkeypatch.setattr(registry, "JUDGE_OUTPUTS", True)
     with pytest.warns(KernelDisabledWarning):
         assert dispatch("fake_quant_int8_per_channel", *_with_ref_input()).shape == (4, 6)
+
+
+def test_an_implementation_taking_any_keyword_does_not_make_a_bad_call_good():
+    """The call is bound to the slot's signature before any implementation runs: one that
+    ignores unknown keywords (``**kwargs``) cannot turn a typo into numbers."""
+    register("fake_quant_int8_per_channel", lambda x, scale, axis=0, **kwargs: x.clone(),
+             name="lenient")
+    with pytest.raises(TypeError, match=r"^fake_quant_int8_per_channel\(x, scale, axis=0\): "
+                                        r"got an unexpected keyword argument 'axes'"):
+        dispatch("fake_quant_int8_per_channel", *_with_ref_input(), axes=1)
+    assert registry.failures() == {}
