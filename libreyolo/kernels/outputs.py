@@ -45,8 +45,8 @@ class Output(NamedTuple):
 
 #: ``fetch(name)``: a function of a call's ``(args, kwargs)`` giving argument ``name`` (its
 #: default when the call leaves it out), made by the slot from its signature (``slots.Binder``);
-#: ``fetch.required(name)``: the position of a parameter without a default, which a call
-#: without keywords that the signature takes always passes positionally, else None.
+#: ``fetch.required(name)``: the position of a parameter without a default (a call the signature
+#: takes holds it there when it has that many positional arguments), else None.
 Fetch = Callable[[str], Callable[[tuple, dict], object]]
 Fits = Callable[[tuple, dict, object], bool]
 
@@ -84,12 +84,12 @@ class like(Rule):  # noqa: N801 - reads as the declaration it is: outputs.like("
         get, dtype, i = fetch(self.name), self.dtype, fetch.required(self.name)
         if dtype is None:
             def fits(args, kwargs, result):
-                t = get(args, kwargs) if kwargs or i is None else args[i]
+                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
                 return isinstance(result, Tensor) and result.dtype is t.dtype and \
                     result.device == t.device and result.shape == t.shape
         else:
             def fits(args, kwargs, result):
-                t = get(args, kwargs) if kwargs or i is None else args[i]
+                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
                 return isinstance(result, Tensor) and result.dtype is dtype and \
                     result.device == t.device and result.shape == t.shape
         return fits
@@ -136,7 +136,7 @@ class _Codes(Rule):
         def fits(args, kwargs, result):
             if type(result) is not tuple or len(result) != 2:
                 return False
-            x = x_of(args, kwargs) if kwargs or i is None else args[i]
+            x = args[i] if i is not None and len(args) > i else x_of(args, kwargs)
             codes, scales = result
             shape, device = x.shape, x.device
             return isinstance(codes, Tensor) and isinstance(scales, Tensor) and \
@@ -207,15 +207,15 @@ class _Attention(Rule):
     def compile(self, fetch: Fetch) -> Fits:
         value_of, locations_of = fetch("value"), fetch("sampling_locations")
         v, loc = fetch.required("value"), fetch.required("sampling_locations")
-        if v is None or loc is None:
+        if v is None or loc is None or v > loc:
             raise ValueError("attention: value and sampling_locations must be positional "
-                             "parameters without defaults")
+                             "parameters without defaults, in that order")
 
         def fits(args, kwargs, result):
-            if kwargs:
-                value, locations = value_of(args, kwargs), locations_of(args, kwargs)
-            else:
+            if len(args) > loc:  # both positional (value comes first)
                 value, locations = args[v], args[loc]
+            else:
+                value, locations = value_of(args, kwargs), locations_of(args, kwargs)
             if not (isinstance(result, Tensor) and result.dtype is value.dtype
                     and result.device == value.device):
                 return False

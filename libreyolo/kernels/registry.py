@@ -565,8 +565,10 @@ def _judge(op: str, args: tuple, kwargs: dict) -> None:
 
 #: Per slot, for ``dispatch``: the check of a call against its signature, the fast check of a
 #: result against its declared output, the slot, and whether it has a reference.
-_DECLARED = {slot.name: (slot.binder.check, slot.fits, slot, slot.reference is not None)
-             for slot in SLOTS}
+#: A call of positional arguments only, between these two counts, needs no check (the common
+#: call costs a length and two comparisons here, not a function call).
+_DECLARED = {slot.name: (slot.binder.n_required, len(slot.binder.positional), slot.binder.check,
+                         slot.fits, slot, slot.reference is not None) for slot in SLOTS}
 
 
 def _output_problem(slot, args: tuple, kwargs: dict, result: object) -> str | None:
@@ -607,9 +609,9 @@ def dispatch(op: str, *args, **kwargs):
     disables nothing.
     """
     eligible = _eligible(op)
-    check_call, fits, slot, has_reference = _DECLARED[op]
+    fewest, most, check_call, fits, slot, has_reference = _DECLARED[op]
     judging = JUDGE_OUTPUTS
-    if judging:
+    if judging and (kwargs or not fewest <= len(args) <= most):
         check_call(args, kwargs)
     declined, suspects = [], []
     for impl in eligible:
