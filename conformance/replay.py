@@ -40,12 +40,35 @@ def save(directory: Path, plan: CellPlan, inputs: Inputs) -> Path:
     return path
 
 
+class ReplayFileError(ValueError):
+    """A file that is not a saved failing example: missing, empty, unreadable or of another
+    layout. Its message is one line naming the file and what was expected."""
+
+
+EXPECTED = ("a failing example saved by the conformance suite (torch.save of a dict with "
+            "'plan', 'args', 'kwargs' and 'grad_args')")
+
+
 def load(path: str | Path) -> tuple[CellPlan, Inputs]:
-    record = torch.load(path, weights_only=True)
-    p = record["plan"]
-    plan = CellPlan(p["slot"], p["impl"], p["mode"], getattr(torch, p["dtype"]),
-                    Case(**p["case"]), p["layout"], p["seed"])
-    return plan, Inputs(tuple(record["args"]), record["kwargs"], tuple(record["grad_args"]))
+    path = Path(path)
+    if not path.is_file():
+        raise ReplayFileError(f"{path}: no such file; expected {EXPECTED}")
+    if path.stat().st_size == 0:
+        raise ReplayFileError(f"{path}: the file is empty; expected {EXPECTED}")
+    try:
+        record = torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one line
+        # the exception's own text is torch's advice about weights_only: not this file's problem
+        raise ReplayFileError(f"{path}: not a file torch.load reads ({type(exc).__name__}); "
+                              f"expected {EXPECTED}") from None
+    try:
+        p = record["plan"]
+        plan = CellPlan(p["slot"], p["impl"], p["mode"], getattr(torch, p["dtype"]),
+                        Case(**p["case"]), p["layout"], p["seed"])
+        return plan, Inputs(tuple(record["args"]), record["kwargs"], tuple(record["grad_args"]))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ReplayFileError(f"{path}: not a saved example ({type(exc).__name__}: {exc}); "
+                              f"expected {EXPECTED}") from None
 
 
 def describe(plan: CellPlan, inputs: Inputs) -> str:
@@ -72,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", help="a file written by a failing hypothesis example")
     args = parser.parse_args(argv)
     torch.set_printoptions(precision=8, threshold=200, edgeitems=4)
-    sys.stdout.write(describe(*load(args.file)) + "\n")
+    try:
+        loaded = load(args.file)
+    except ReplayFileError as exc:
+        sys.stderr.write(f"{parser.prog}: error: {exc}\n")
+        return 2
+    sys.stdout.write(describe(*loaded) + "\n")
     return 0
 
 

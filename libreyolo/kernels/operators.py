@@ -60,7 +60,7 @@ def call(name: str, args: tuple, kwargs: dict):
     bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
     an input of another dtype gets the slot's own error."""
     slot = get_slot(name)
-    bound = slot.bind(args, kwargs)
+    bound = slot.bound_arguments(args, kwargs)
     shapes = bound.arguments.get("spatial_shapes")
     if shapes is not None and not isinstance(shapes, torch.Tensor):
         slot.judge(*args, **kwargs)  # pairs are checked as given
@@ -100,7 +100,7 @@ def _as_called(slot: Slot, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments an operator got, as the slot takes them (its E4M3 inputs from bytes)."""
     if not slot.float8_inputs:
         return args, kwargs
-    bound = slot.bind(args, kwargs)
+    bound = slot.bound_arguments(args, kwargs)
     for argument in slot.float8_inputs:
         bound.arguments[argument] = bound.arguments[argument].view(torch.float8_e4m3fn)
     return bound.args, bound.kwargs
@@ -192,7 +192,7 @@ def _backward_kernel(slot: Slot):
 
 def _backward_fake(slot: Slot):
     def fake(grad, *args, **kwargs):
-        bound = slot.bind(args, kwargs).arguments
+        bound = slot.bind(args, kwargs)
         grads = tuple(torch.empty(bound[name].shape, dtype=bound[name].dtype,
                                   device=bound[name].device) for name in slot.differentiable)
         return grads[0] if len(grads) == 1 else grads

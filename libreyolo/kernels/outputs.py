@@ -5,6 +5,12 @@ judges what an implementation returns against it (no value is read, nothing sync
 slot's PyTorch operator builds its fake (meta) result from it, so a compiled graph knows the
 output without running a kernel. A rule takes the call's arguments bound to the slot's parameter
 names and gives one ``Output``, or a tuple of them for a slot that returns several tensors.
+
+The registry judges every accelerated call, so each rule also compiles, once per slot, a check
+``fits(args, kwargs, result) -> bool`` that reads the arguments where the call put them (no
+binding, no ``Output`` built): True when ``result`` is the declared output. False (or an
+exception, for an input the rule cannot describe) sends the registry to the full rule, which says
+what differs.
 """
 
 from __future__ import annotations
@@ -37,52 +43,185 @@ class Output(NamedTuple):
         return None
 
 
-Rule = Callable[[Mapping[str, object]], "Output | tuple[Output, ...]"]
+#: ``fetch(name)``: a function of a call's ``(args, kwargs)`` giving argument ``name`` (its
+#: default when the call leaves it out), made by the slot from its signature (``slots.Binder``);
+#: ``fetch.required(name)``: the position of a parameter without a default (a call the signature
+#: takes holds it there when it has that many positional arguments), else None.
+Fetch = Callable[[str], Callable[[tuple, dict], object]]
+Fits = Callable[[tuple, dict, object], bool]
+
+Tensor = torch.Tensor
 
 
-def like(name: str, dtype: torch.dtype | None = None) -> Rule:
+class Rule:
+    """What a slot returns: ``rule(bound)`` gives its ``Output`` (or a tuple of them);
+    ``rule.compile(fetch)`` gives the fast check (module docstring)."""
+
+    label = "rule"
+
+    def __call__(self, args: Mapping[str, object]) -> Output | tuple[Output, ...]:
+        raise NotImplementedError
+
+    def compile(self, fetch: Fetch) -> Fits:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+class like(Rule):  # noqa: N801 - reads as the declaration it is: outputs.like("x")
     """The shape and device of argument `name`, its dtype or `dtype`."""
 
-    def rule(args: Mapping[str, object]) -> Output:
-        t = args[name]
-        return Output(tuple(t.shape), dtype or t.dtype, t.device)
+    def __init__(self, name: str, dtype: torch.dtype | None = None):
+        self.name, self.dtype = name, dtype
+        self.label = f"like({name!r}{f', {dtype}' if dtype else ''})"
 
-    rule.__qualname__ = f"like({name!r}{f', {dtype}' if dtype else ''})"
-    return rule
+    def __call__(self, args: Mapping[str, object]) -> Output:
+        t = args[self.name]
+        return Output(tuple(t.shape), self.dtype or t.dtype, t.device)
+
+    def compile(self, fetch: Fetch) -> Fits:
+        get, dtype, i = fetch(self.name), self.dtype, fetch.required(self.name)
+        if dtype is None:
+            def fits(args, kwargs, result):
+                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
+                return isinstance(result, Tensor) and result.dtype is t.dtype and \
+                    result.device == t.device and result.shape == t.shape
+        else:
+            def fits(args, kwargs, result):
+                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
+                return isinstance(result, Tensor) and result.dtype is dtype and \
+                    result.device == t.device and result.shape == t.shape
+        return fits
 
 
-def unpacked(in_features: str | None = "in_features") -> Rule:
+class unpacked(Rule):  # noqa: N801
     """``(codes rows, in_features)`` of the ``dtype`` argument on the codes' device (MXFP8's
     codes hold one byte an input: their own width)."""
 
-    def rule(args: Mapping[str, object]) -> Output:
+    def __init__(self, in_features: str | None = "in_features"):
+        self.in_features = in_features
+        self.label = f"unpacked({in_features!r})"
+
+    def __call__(self, args: Mapping[str, object]) -> Output:
         codes = args["codes"]
-        cols = args[in_features] if in_features else codes.shape[1]
+        cols = args[self.in_features] if self.in_features else codes.shape[1]
         return Output((codes.shape[0], int(cols)), args["dtype"], codes.device)
 
-    rule.__qualname__ = f"unpacked({in_features!r})"
-    return rule
+    def compile(self, fetch: Fetch) -> Fits:
+        codes_of, dtype_of = fetch("codes"), fetch("dtype")
+        cols_of = fetch(self.in_features) if self.in_features else None
+
+        def fits(args, kwargs, result):
+            codes = codes_of(args, kwargs)
+            cols = codes.shape[1] if cols_of is None else cols_of(args, kwargs)
+            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
+                result.device == codes.device and result.shape == (codes.shape[0], cols)
+        return fits
 
 
-def fp8_codes_and_row_scales(args: Mapping[str, object]) -> tuple[Output, Output]:
+class _Codes(Rule):
     """E4M3 codes shaped like ``x``, and float32 scales, one per row: ``x.shape[:-1] + (1,)``."""
-    x = args["x"]
-    return (Output(tuple(x.shape), torch.float8_e4m3fn, x.device),
-            Output((*x.shape[:-1], 1), torch.float32, x.device))
+
+    label = "fp8_codes_and_row_scales"
+
+    def __call__(self, args: Mapping[str, object]) -> tuple[Output, Output]:
+        x = args["x"]
+        return (Output(tuple(x.shape), torch.float8_e4m3fn, x.device),
+                Output((*x.shape[:-1], 1), torch.float32, x.device))
+
+    def compile(self, fetch: Fetch) -> Fits:
+        x_of, e4m3, f32, i = fetch("x"), torch.float8_e4m3fn, torch.float32, fetch.required("x")
+
+        def fits(args, kwargs, result):
+            if type(result) is not tuple or len(result) != 2:
+                return False
+            x = args[i] if i is not None and len(args) > i else x_of(args, kwargs)
+            codes, scales = result
+            shape, device = x.shape, x.device
+            return isinstance(codes, Tensor) and isinstance(scales, Tensor) and \
+                codes.dtype is e4m3 and scales.dtype is f32 and codes.device == device and \
+                scales.device == device and codes.shape == shape and \
+                scales.shape == (*shape[:-1], 1)
+        return fits
 
 
-def epilogue(args: Mapping[str, object]) -> Output:
-    acc = args["acc"]
-    return Output(tuple(acc.shape), args["out_dtype"], acc.device)
+fp8_codes_and_row_scales = _Codes()
 
 
-def gemm(args: Mapping[str, object]) -> Output:
-    a, b = args["a"], args["b"]
-    return Output((a.shape[0], b.shape[0]), args["out_dtype"], a.device)
+class _Epilogue(Rule):
+    """``acc``'s shape and device in ``out_dtype``."""
+
+    label = "epilogue"
+
+    def __call__(self, args: Mapping[str, object]) -> Output:
+        acc = args["acc"]
+        return Output(tuple(acc.shape), args["out_dtype"], acc.device)
+
+    def compile(self, fetch: Fetch) -> Fits:
+        acc_of, dtype_of = fetch("acc"), fetch("out_dtype")
+
+        def fits(args, kwargs, result):
+            acc = acc_of(args, kwargs)
+            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
+                result.device == acc.device and result.shape == acc.shape
+        return fits
 
 
-def attention(args: Mapping[str, object]) -> Output:
+epilogue = _Epilogue()
+
+
+class _Gemm(Rule):
+    """``(a rows, b rows)`` (``b`` is stored output channels first) in ``out_dtype``."""
+
+    label = "gemm"
+
+    def __call__(self, args: Mapping[str, object]) -> Output:
+        a, b = args["a"], args["b"]
+        return Output((a.shape[0], b.shape[0]), args["out_dtype"], a.device)
+
+    def compile(self, fetch: Fetch) -> Fits:
+        a_of, b_of, dtype_of = fetch("a"), fetch("b"), fetch("out_dtype")
+
+        def fits(args, kwargs, result):
+            a = a_of(args, kwargs)
+            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
+                result.device == a.device and \
+                result.shape == (a.shape[0], b_of(args, kwargs).shape[0])
+        return fits
+
+
+gemm = _Gemm()
+
+
+class _Attention(Rule):
     """``(batch, len_q, heads * channels)`` in the value's dtype."""
-    value, locations = args["value"], args["sampling_locations"]
-    return Output((value.shape[0], locations.shape[1], value.shape[2] * value.shape[3]),
-                  value.dtype, value.device)
+
+    label = "attention"
+
+    def __call__(self, args: Mapping[str, object]) -> Output:
+        value, locations = args["value"], args["sampling_locations"]
+        return Output((value.shape[0], locations.shape[1], value.shape[2] * value.shape[3]),
+                      value.dtype, value.device)
+
+    def compile(self, fetch: Fetch) -> Fits:
+        value_of, locations_of = fetch("value"), fetch("sampling_locations")
+        v, loc = fetch.required("value"), fetch.required("sampling_locations")
+        if v is None or loc is None or v > loc:
+            raise ValueError("attention: value and sampling_locations must be positional "
+                             "parameters without defaults, in that order")
+
+        def fits(args, kwargs, result):
+            if len(args) > loc:  # both positional (value comes first)
+                value, locations = args[v], args[loc]
+            else:
+                value, locations = value_of(args, kwargs), locations_of(args, kwargs)
+            if not (isinstance(result, Tensor) and result.dtype is value.dtype
+                    and result.device == value.device):
+                return False
+            batch, _, heads, channels = value.shape
+            return result.shape == (batch, locations.shape[1], heads * channels)
+        return fits
+
+
+attention = _Attention()

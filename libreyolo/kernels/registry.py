@@ -77,14 +77,31 @@ class Implementation:
     #: ``backward(grad, *args, **kwargs)``: the gradients of the slot's differentiable inputs
     #: (declared in ``slots.py``), for the slot's operator; None: recomputed through ``fn``.
     backward: Callable[..., tuple] | None = None
+    #: It may write an input tensor: after it raised or returned a wrong output nothing else may
+    #: run the (possibly changed) inputs, so its error propagates (``register``).
+    writes_inputs: bool = False
+    #: The slot's own reference (the name ``reference``); a field, not a property: dispatch
+    #: asks it per call.
+    is_reference: bool = field(init=False, repr=False)
 
-    @property
-    def is_reference(self) -> bool:
-        return self.name == REFERENCE
+    def __post_init__(self):
+        object.__setattr__(self, "is_reference", self.name == REFERENCE)
 
 
 class NoImplementationError(LookupError):
     """A slot with a reference found no implementation willing to take an input."""
+
+
+class KernelOutputError(RuntimeError):
+    """An implementation that declared it may write its inputs (``writes_inputs=True``) returned
+    something other than the slot's declared output: nothing else may run those inputs now."""
+
+
+#: Benchmark-only knob (``benchmarks/bench_host.py --judge off``): False skips binding each call
+#: to the slot's signature up front and judging what an accelerated implementation returns
+#: against the slot's declared output. Never turn it off elsewhere: a wrong-shaped, wrong-dtype
+#: or wrong-device result would then reach the caller.
+JUDGE_OUTPUTS = True
 
 
 _lock = threading.RLock()
@@ -161,6 +178,7 @@ def register(
     sources: Iterable[str] | None = None,
     capabilities: Capabilities | None = None,
     backward: Callable[..., tuple] | None = None,
+    writes_inputs: bool = False,
 ) -> Implementation:
     """Register ``impl`` for slot ``op`` under ``name``, as the newest implementation.
 
@@ -174,6 +192,9 @@ def register(
     ``backward(grad, *args, **kwargs)`` gives the gradients of the slot's differentiable inputs
     without a recorded forward (what the slot's operator calls under ``torch.compile``; it gets
     ``prepared=`` as the call does); without it the operator recomputes through ``impl``.
+    ``writes_inputs=True`` declares that it may write an input tensor: when it raises (or
+    returns something other than the slot's declared output) no other implementation runs the
+    input, which may have changed, and its error propagates.
     """
     get_slot(op)
     if not callable(impl):
@@ -186,8 +207,10 @@ def register(
     if capabilities is not None and not isinstance(capabilities, Capabilities):
         raise TypeError("capabilities: expected libreyolo.kernels.Capabilities(...) or None, got "
                         f"{type(capabilities).__name__}")
+    if not isinstance(writes_inputs, bool):
+        raise TypeError(f"writes_inputs: expected True or False, got {writes_inputs!r}")
     entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
-                           _origin(impl), capabilities, backward)
+                           _origin(impl), capabilities, backward, writes_inputs)
     _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     _insert(entry)
     return entry
@@ -357,7 +380,11 @@ def _awaits_record(impl: Implementation, selection: settings.Selection, by_name:
 
 
 def _warn_unknown_selection(selection: settings.Selection) -> None:
-    """One warning per unknown slot, and per name no implementation (of that slot) has."""
+    """One warning per unknown slot, per name no implementation (of that slot) has, and per
+    item the value's parser could not follow as written (``Selection.problems``)."""
+    for problem in selection.problems:
+        _warn_once(("selection-item", selection.source, problem),
+                   f"{selection.source}: {problem}", SelectionWarning)
     with _lock:
         known = {op: {e.name for e in entries} for op, entries in _impls.items()}
     everywhere = set().union(*known.values())
@@ -443,6 +470,8 @@ def explain(op: str, *args, **kwargs) -> list[tuple[Implementation, str | None]]
     """
     selection = settings.selection()
     with_input = bool(args or kwargs)
+    if with_input:
+        get_slot(op).bind(args, kwargs)  # a call the slot's signature does not take: TypeError
     report = []
     for impl in registered(op):
         with _lock:
@@ -464,7 +493,11 @@ def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
     its parity record is judged on its own checks (this is how the conformance suite asks). An
     ``accepts`` raising ValueError/TypeError propagates: the suite judges the error itself.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected an implementation's name (a string), got {name!r}")
     name = name.strip().lower()
+    if args or kwargs:
+        get_slot(op).bind(args, kwargs)  # a call the slot's signature does not take: TypeError
     for impl in registered(op):
         if impl.name == name:
             with _lock:
@@ -531,23 +564,59 @@ def _disable(impl: Implementation, what: str) -> None:
 
 def _judge(op: str, args: tuple, kwargs: dict) -> None:
     """Raise the slot's own error if the input is bad (slots without a reference: their
-    validator, if they declare one); return if it is fine."""
-    validator = get_slot(op).load_validator()
+    validator); return if it is fine. A call the slot's signature does not take is bad input
+    whatever the validator's own signature accepts (a TypeError naming the signature)."""
+    slot = get_slot(op)
+    slot.bind(args, kwargs)
+    validator = slot.load_validator()
     if validator is not None:
         validator(*args, **kwargs)
+
+
+#: Per slot, for ``dispatch``: the check of a call against its signature, the fast check of a
+#: result against its declared output, the slot, and whether it has a reference.
+#: A call of positional arguments only, between these two counts, needs no check (the common
+#: call costs a length and two comparisons here, not a function call).
+_DECLARED = {slot.name: (slot.binder.n_required, len(slot.binder.positional), slot.binder.check,
+                         slot.fits, slot, slot.reference is not None) for slot in SLOTS}
+
+
+def _output_problem(slot, args: tuple, kwargs: dict, result: object) -> str | None:
+    """How ``result`` differs from the slot's declared output for this call (None: it is it):
+    type, shape, dtype and device, part by part for a slot returning several tensors. Reads
+    metadata only: no value, no sync. Called when the fast check (``Slot.fits``) did not pass."""
+    try:
+        want = slot.expected_output(args, kwargs)
+    except Exception as exc:  # noqa: BLE001 - an input the rule cannot describe is not judged good
+        return f"the slot's output rule does not apply to this input ({type(exc).__name__}: {exc})"
+    if type(want) is not tuple:
+        return want.mismatch(result)
+    if type(result) is not tuple or len(result) != len(want):
+        got = f"a tuple of {len(result)}" if type(result) is tuple else type(result).__name__
+        return f"returned {got}, expected a tuple of {len(want)} tensors"
+    for i, (part, wanted) in enumerate(zip(result, want, strict=True)):
+        if (problem := wanted.mismatch(part)) is not None:
+            return f"output {i} {problem}"
+    return None
 
 
 def dispatch(op: str, *args, **kwargs):
     """Run ``op`` on the first eligible implementation that takes these arguments.
 
-    Slots without a reference return None when every implementation declines, so the caller
-    keeps its portable path. An implementation whose call, or whose ``accepts``, raises is a
-    suspect and the next implementation gets the same input; the slot's judge decides whose
-    fault it was. The judge is the reference (it runs the input last) or, in a slot without one,
-    the slot's validator. If the judge rejects the input, its error propagates and nothing is
-    disabled; if it takes the input, every suspect is disabled for the process with exactly one
-    ``KernelDisabledWarning``. An ``accepts`` answering anything but None, a string or a
-    ``Prepared`` plan is disabled at once. Running out of memory propagates and disables nothing.
+    The call is bound to the slot's signature first: one the signature does not take is a
+    TypeError naming it, and nothing runs. Slots without a reference return None when every
+    implementation declines, so the caller keeps its portable path; the slot's validator then
+    checks the input, so a bad input raises on this path too. An implementation whose call, or
+    whose ``accepts``, raises, or whose result is not the slot's declared output (type, shape,
+    dtype, device: ``Slot.output``), is a suspect and the next implementation gets the same
+    input; the slot's judge decides whose fault it was. The judge is the reference (it runs the
+    input last) or, in a slot without one, the slot's validator. If the judge rejects the input,
+    its error propagates and nothing is disabled; if it takes the input, every suspect is
+    disabled for the process with exactly one ``KernelDisabledWarning``. An ``accepts``
+    answering anything but None, a string or a ``Prepared`` plan is disabled at once. An
+    implementation registered with ``writes_inputs=True`` gets no fallback: its error (or a
+    ``KernelOutputError`` for a wrong result) propagates. Running out of memory propagates and
+    disables nothing.
 
     While a graph is captured no implementation is asked: an export gets the reference's math
     (a slot without one returns None, for the caller's portable path), ``torch.compile`` the
@@ -555,8 +624,13 @@ def dispatch(op: str, *args, **kwargs):
     """
     if (captured := graph_capture()) is not None:
         return _captured(op, captured, args, kwargs)
+    eligible = _eligible(op)
+    fewest, most, check_call, fits, slot, has_reference = _DECLARED[op]
+    judging = JUDGE_OUTPUTS
+    if judging and (kwargs or not fewest <= len(args) <= most):
+        check_call(args, kwargs)
     declined, suspects = [], []
-    for impl in _eligible(op):
+    for impl in eligible:
         plan = None
         if impl.capabilities is not None:
             declared = impl.capabilities.decline(op, args, kwargs)
@@ -587,17 +661,38 @@ def dispatch(op: str, *args, **kwargs):
         except Exception as exc:
             if impl.is_reference:
                 raise  # the judge rejects this input: nobody is disabled
+            if impl.writes_inputs:  # its inputs may have changed: nothing else may run them
+                if not isinstance(exc, INPUT_ERRORS):
+                    _disable(impl, f"{type(exc).__name__}: {exc}")
+                raise
             suspects.append((impl, f"{type(exc).__name__}: {exc}"))
             declined.append(f"{impl.name}: failed: {type(exc).__name__}")
+            continue
+        if judging and not impl.is_reference:
+            try:
+                fine = fits(args, kwargs, result)
+            except Exception:  # noqa: BLE001 - what the fast check cannot read, the rule says
+                fine = False
+            problem = None if fine else _output_problem(slot, args, kwargs, result)
+        else:
+            problem = None
+        if problem is not None:
+            what = f"its result is not the slot's declared output: {problem}"
+            if impl.writes_inputs:
+                _disable(impl, what)
+                raise KernelOutputError(f"{op}/{impl.name}: {what}; it may write its inputs, "
+                                        "so no other implementation runs them")
+            suspects.append((impl, what))
+            declined.append(f"{impl.name}: wrong output")
             continue
         for suspect, what in suspects:  # this input was fine: their errors were their own
             _disable(suspect, what)
         return result
-    if suspects:
-        _judge(op, args, kwargs)
+    if suspects or not has_reference:
+        _judge(op, args, kwargs)  # a bad input raises here, on every path, and disables nothing
         for suspect, what in suspects:
             _disable(suspect, what)
-    if get_slot(op).reference is None:
+    if not has_reference:
         return None
     raise NoImplementationError(
         f"no implementation of {op} took this input ({'; '.join(declined) or 'none registered'})"
@@ -642,7 +737,7 @@ def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
 
 def _recomputed(slot, fn: Callable, prepared: dict, grad, args: tuple, kwargs: dict) -> tuple:
     """Autograd through a fresh ``fn(...)``: the differentiable inputs as new leaves."""
-    bound = slot.bind(args, kwargs)
+    bound = slot.bound_arguments(args, kwargs)
     leaves = {}
     for name in slot.differentiable:
         leaves[name] = bound.arguments[name] = bound.arguments[name].detach().requires_grad_()

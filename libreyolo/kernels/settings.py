@@ -36,6 +36,9 @@ class Selection:
     default: str | None = None
     per_slot: tuple[tuple[str, str], ...] = ()
     source: str | None = None  # the variable the value came from, for messages
+    #: What the value says that cannot be followed as written, one sentence per item (the
+    #: registry warns once about each: ``SelectionWarning``).
+    problems: tuple[str, ...] = ()
 
     @property
     def reference_only(self) -> bool:
@@ -76,15 +79,25 @@ def _choice(value: str) -> str:
 def parse_selection(value: str | None, source: str | None) -> Selection:
     """A selection value: comma-separated items, each ``slot=name`` (that slot) or a bare
     ``name`` (every slot not named); ``off`` and ``reference`` force the reference. A later item
-    overrides an earlier one for the same slot; an empty item is ignored."""
-    default, per_slot = None, {}
+    overrides an earlier one for the same slot; an empty item is ignored. What cannot be
+    followed as written is kept in ``problems`` (docs/settings.md): a second, different bare
+    name (the last one is used), an item with an empty side of ``=`` (ignored)."""
+    default, per_slot, problems = None, {}, []
     for item in (value or "").split(","):
         slot, equals, name = (part.strip() for part in item.strip().lower().partition("="))
         if not equals:
+            if slot and default is not None and _choice(slot) != default:
+                problems.append(f"names {default!r} and {_choice(slot)!r} for every slot; one "
+                                f"bare name applies to the slots not named, so the last, "
+                                f"{_choice(slot)!r}, is used (name one per slot with slot=name)")
             default = _choice(slot) if slot else default
         elif slot and name:
             per_slot[slot] = _choice(name)
-    return Selection(default, tuple(per_slot.items()), source)
+        else:
+            what = "no implementation" if slot else "no slot"
+            problems.append(f"the item {item.strip()!r} names {what} (expected slot=name); "
+                            "it is ignored")
+    return Selection(default, tuple(per_slot.items()), source, tuple(problems))
 
 
 def selection() -> Selection:

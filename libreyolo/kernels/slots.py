@@ -16,6 +16,7 @@ implementation takes an input.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -130,9 +131,27 @@ class Slot:
         """Each parameter's schema type (``Tensor?``, ``int``, ``int[]``, ``ScalarType``...)."""
         return self._types
 
-    def bind(self, args: tuple, kwargs: dict) -> inspect.BoundArguments:
-        """The call's arguments bound to the slot's parameters, defaults applied; a TypeError
-        naming the slot for a call its signature does not take."""
+    def bind(self, args: tuple, kwargs: dict) -> dict[str, object]:
+        """The call's arguments by parameter name, defaults applied; a TypeError naming the
+        slot and its signature for a call the signature does not take (a missing, unknown or
+        repeated argument, too many positional ones)."""
+        return self.binder(args, kwargs)
+
+    @functools.cached_property
+    def binder(self) -> Binder:
+        """``bind`` as a precomputed function of ``(args, kwargs)`` (the registry's per call)."""
+        return Binder(self.name, self.signature)
+
+    @functools.cached_property
+    def fits(self) -> Callable[[tuple, dict, object], bool]:
+        """``fits(args, kwargs, result)``: True when ``result`` is the declared output of a call
+        ``binder.check`` took; False or an exception send the caller to ``expected_output``
+        (``outputs.py``). No value is read."""
+        return self.output.compile(_Fetch(self.binder))
+
+    def bound_arguments(self, args: tuple, kwargs: dict) -> inspect.BoundArguments:
+        """``bind`` as ``inspect.BoundArguments``: positional and keyword-only arguments apart,
+        for calling an operator or an implementation again (not on the eager hot path)."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -141,13 +160,105 @@ class Slot:
         return bound
 
     def expected_output(self, args: tuple, kwargs: dict) -> Output | tuple[Output, ...]:
-        return self.output(self.bind(args, kwargs).arguments)
+        return self.output(self.bind(args, kwargs))
 
     def gradient_flows(self, name: str, arguments: dict) -> bool:
         """Whether a gradient flows to differentiable input ``name`` for these arguments."""
         return name in self.differentiable and not any(
             target == name and arguments.get(argument) == value
             for target, argument, value in self.gradient_unless)
+
+
+class Binder:
+    """A call's arguments by parameter name, for one signature, without ``inspect``.
+
+    ``inspect.Signature.bind`` costs microseconds a call; the registry binds every call, so the
+    common shapes of a call (positional arguments, keywords the signature names, defaults) are
+    mapped here directly, and only a call that does not fit is handed to ``Signature.bind`` for
+    its error message.
+    """
+
+    __slots__ = ("slot", "signature", "positional", "names", "defaults", "count", "n_required",
+                 "keywords_after")
+
+    def __init__(self, slot: str, signature: inspect.Signature):
+        parameters = list(signature.parameters.values())
+        self.slot, self.signature = slot, signature
+        self.positional = tuple(p.name for p in parameters
+                                if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.names = frozenset(p.name for p in parameters)
+        self.defaults = tuple((p.name, p.default) for p in parameters
+                              if p.default is not inspect.Parameter.empty)
+        self.count = len(parameters)
+        # positional parameters without a default (a schema's defaults come last)
+        self.n_required = sum(1 for p in parameters if p.default is inspect.Parameter.empty)
+        # after n positional arguments, the names a keyword may still give
+        self.keywords_after = tuple(self.names - set(self.positional[:n])
+                                    for n in range(len(self.positional) + 1))
+
+    def check(self, args: tuple, kwargs: dict) -> None:
+        """Raise ``bind``'s TypeError for a call the signature does not take; build nothing.
+        The common calls (every required argument positional, keywords the signature has left)
+        cost a length and a set comparison."""
+        n = len(args)
+        if self.n_required <= n <= len(self.positional) and (
+                not kwargs or kwargs.keys() <= self.keywords_after[n]):
+            return
+        self(args, kwargs)
+
+    def required(self, name: str) -> int | None:
+        """The position of ``name`` when it is a parameter without a default: every call
+        ``check`` takes without keywords passes it positionally there. Else None."""
+        if name not in self.positional or any(n == name for n, _ in self.defaults):
+            return None
+        return self.positional.index(name)
+
+    def fetch(self, name: str) -> Callable[[tuple, dict], object]:
+        """A function of a call's ``(args, kwargs)`` that gives argument ``name`` (its default
+        when the call leaves it out), for a call ``check`` took."""
+        default = next((d for n, d in self.defaults if n == name), None)
+        if name not in self.positional:
+            return lambda args, kwargs: kwargs.get(name, default)
+        i = self.positional.index(name)
+        return lambda args, kwargs: args[i] if len(args) > i else kwargs.get(name, default)
+
+    def __call__(self, args: tuple, kwargs: dict) -> dict[str, object]:
+        if len(args) > len(self.positional):
+            self._refuse(args, kwargs)
+        bound = dict(zip(self.positional, args, strict=False))  # checked: len(args) fits
+        if kwargs:
+            if not kwargs.keys() <= self.names or not kwargs.keys().isdisjoint(bound):
+                self._refuse(args, kwargs)
+            bound.update(kwargs)
+        if len(bound) < self.count:
+            for name, default in self.defaults:
+                if name not in bound:
+                    bound[name] = default
+            if len(bound) < self.count:
+                self._refuse(args, kwargs)
+        return bound
+
+    def _refuse(self, args: tuple, kwargs: dict):
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.slot}{self.signature}: {exc}") from None
+        raise AssertionError(f"{self.slot}: Binder and Signature.bind disagree")  # unreachable
+
+
+class _Fetch:
+    """``Binder.fetch`` with ``Binder.required`` beside it, as ``outputs.Fetch`` is read."""
+
+    __slots__ = ("binder",)
+
+    def __init__(self, binder: Binder):
+        self.binder = binder
+
+    def __call__(self, name: str) -> Callable[[tuple, dict], object]:
+        return self.binder.fetch(name)
+
+    def required(self, name: str) -> int | None:
+        return self.binder.required(name)
 
 
 def _load(target: str | None) -> Callable | None:

@@ -8,6 +8,7 @@ the input or a graph is being captured, so exported graphs hold only portable op
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -116,6 +117,11 @@ class MSDeformAttn(nn.Module):
         for name, tensor in named.items():
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+            if tensor.layout != torch.strided or not tensor.is_floating_point():
+                raise TypeError(f"{name} must be a dense floating-point tensor, got a "
+                                f"{str(tensor.dtype).removeprefix('torch.')} tensor of layout "
+                                f"{str(tensor.layout).removeprefix('torch.')}")
+        self._check_dtypes(query, reference_points, value)
         for name, tensor in (("query", query), ("value", value)):
             if tensor.dim() != 3 or tensor.shape[2] != self.d_model:
                 raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}),"
@@ -129,7 +135,16 @@ class MSDeformAttn(nn.Module):
                 "reference_points must have shape (batch, len_q, n_levels, 2) points (x, y) or "
                 f"(batch, len_q, n_levels, 4) boxes (cx, cy, w, h) = ({batch}, {len_q}, "
                 f"{self.n_levels}, 2 or 4), got {tuple(reference_points.shape)}")
-        levels = len(spatial_shapes)  # a tensor's first dimension or the number of pairs
+        if isinstance(spatial_shapes, torch.Tensor):
+            if spatial_shapes.dim() != 2 or spatial_shapes.shape[1] != 2:
+                raise ValueError("spatial_shapes must have shape (levels, 2), got "
+                                 f"{tuple(spatial_shapes.shape)}")
+            levels = spatial_shapes.shape[0]
+        elif isinstance(spatial_shapes, Sequence) and not isinstance(spatial_shapes, str):
+            levels = len(spatial_shapes)
+        else:
+            raise TypeError("spatial_shapes must be a (levels, 2) int64 tensor or (H, W) pairs "
+                            f"of ints, got {type(spatial_shapes).__name__}")
         if levels != self.n_levels:
             raise ValueError(f"spatial_shapes describes {levels} levels, the module was built "
                              f"for n_levels={self.n_levels}")
@@ -143,6 +158,23 @@ class MSDeformAttn(nn.Module):
         if tuple(value_padding_mask.shape) != (batch, len_in):
             raise ValueError(f"value_padding_mask must have shape (batch, len_in) = ({batch}, "
                              f"{len_in}), got {tuple(value_padding_mask.shape)}")
+
+    def _check_dtypes(self, query, reference_points, value) -> None:
+        """Outside autocast the projections need their input in the parameters' dtype, and the
+        result must come back in it (``output_proj``): a float64 query into a float32 module is
+        the caller's error, named here rather than inside ``F.linear``."""
+        dtype = self.value_proj.weight.dtype
+        if torch.is_autocast_enabled(query.device.type):
+            return
+        for name, tensor in (("query", query), ("value", value)):
+            if tensor.dtype != dtype:
+                raise TypeError(f"{name} has dtype {str(tensor.dtype).removeprefix('torch.')}, "
+                                f"the module's parameters {str(dtype).removeprefix('torch.')}: "
+                                "convert one of them (or run under torch.autocast)")
+        if torch.promote_types(reference_points.dtype, dtype) != dtype:
+            raise TypeError(f"reference_points has dtype "
+                            f"{str(reference_points.dtype).removeprefix('torch.')}, wider than "
+                            f"the module's parameters ({str(dtype).removeprefix('torch.')})")
 
     def _sampling_locations(self, reference_points, offsets, spatial_shapes):
         """Offsets are in pixels of each level (points) or in fractions of the box (boxes)."""

@@ -55,6 +55,7 @@ def check_epilogue(acc, row_scale, col_scale, bias, activation, out_dtype) -> No
     """``fp8_perchannel_epilogue``'s arguments, each error naming its argument."""
     if not isinstance(acc, torch.Tensor) or acc.dtype != torch.float32:
         raise TypeError(f"acc must be a float32 tensor, got {_described(acc)}")
+    v.check_dense("acc", acc)
     v.check_rank("acc", acc, 2)
     rows, cols = acc.shape
     _check_float32("row_scale", row_scale, (rows, 1), acc.device)
@@ -92,6 +93,7 @@ def check_fp8_gemm(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, 
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dtype != E4M3_CODES:
             raise TypeError(f"{name} must be a float8_e4m3fn tensor, got {_described(t)}")
+        v.check_dense(name, t)
         v.check_rank(name, t, 2)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"b must have a's K = {a.shape[1]} columns, got shape {tuple(b.shape)}")
@@ -123,6 +125,7 @@ def fp8_gemm_portable(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat1
 def _check_float32(name, t, shape, device) -> None:
     if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
         raise TypeError(f"{name} must be a float32 tensor, got {_described(t)}")
+    v.check_dense(name, t)
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
     if t.device != device:
@@ -139,6 +142,7 @@ def _check_bias(bias, cols, out_dtype, device) -> None:
         return
     if not isinstance(bias, torch.Tensor) or bias.dtype != out_dtype:
         raise TypeError(f"bias must be a {out_dtype} tensor or None, got {_described(bias)}")
+    v.check_dense("bias", bias)
     if tuple(bias.shape) != (cols,):
         raise ValueError(f"bias must have shape ({cols},), got {tuple(bias.shape)}")
     if bias.device != device:

@@ -67,7 +67,7 @@ def _stored_scale(scale: torch.Tensor) -> torch.Tensor:
 
 
 def pack_int8(w: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> PackedInt8:
-    result = quantizers.int8_per_channel(w, scale, axis)
+    result = quantizers.int8_per_channel(w, scale, axis, x_name="w")
     v.check_all_finite("w", w)
     return PackedInt8(result.codes.to(torch.int8), _stored_scale(scale), axis % w.dim())
 
@@ -75,14 +75,14 @@ def pack_int8(w: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> PackedInt8
 def unpack_int8(codes, scale, axis: int = 0, dtype=torch.float32) -> torch.Tensor:
     _check_codes("codes", codes, (torch.int8,))
     axis = v.check_axis("axis", axis, codes.dim())
-    _check_shape("scale", scale, torch.float32, (codes.shape[axis],))
+    _check_shape("scale", scale, torch.float32, (codes.shape[axis],), codes.device)
     shape = [1] * codes.dim()
     shape[axis] = -1
     return _finish(nan_bits.product(codes.float(), scale.view(shape)), dtype)
 
 
 def pack_fp8(w: torch.Tensor, scale=None, *, fmt: str = "e4m3", axis=None) -> PackedFP8:
-    result = quantizers.fp8(w, scale, fmt=fmt, axis=axis)
+    result = quantizers.fp8(w, scale, fmt=fmt, axis=axis, x_name="w")
     v.check_all_finite("w", w)
     axis = None if axis is None else axis % w.dim()
     return PackedFP8(result.codes.to(_FP8_DTYPES[fmt]), _stored_scale(result.scales["scale"]), axis)
@@ -93,10 +93,10 @@ def unpack_fp8(codes, scale, axis=None, dtype=torch.float32) -> torch.Tensor:
     if axis is None:
         _check_codes("scale", scale, (torch.float32,))
         per_row = (*codes.shape[:-1], 1) if scale.dim() and codes.dim() else ()
-        _check_shape("scale", scale, torch.float32, per_row)
+        _check_shape("scale", scale, torch.float32, per_row, codes.device)
         return _finish(nan_bits.product(codes.float(), scale), dtype)
     axis = v.check_axis("axis", axis, codes.dim())
-    _check_shape("scale", scale, torch.float32, (codes.shape[axis],))
+    _check_shape("scale", scale, torch.float32, (codes.shape[axis],), codes.device)
     shape = [1] * codes.dim()
     shape[axis] = -1
     return _finish(nan_bits.product(codes.float(), scale.view(shape)), dtype)
@@ -119,7 +119,7 @@ def unpack_int_grouped(
     # sign-extend the two's complement code by a comparison, not `(raw ^ sign) - sign`: the
     # TorchScript ONNX exporter refuses XOR on integers
     values = torch.where(raw >= 1 << (bits - 1), raw - (1 << bits), raw).float()
-    return _finish(_blockwise(values, scale, group_size), dtype)
+    return _finish(_blockwise(values, scale, group_size), dtype)  # group_size: group_length
 
 
 def pack_nvfp4(w: torch.Tensor, global_amax=None) -> PackedNVFP4:
@@ -180,24 +180,26 @@ def unpack_mxfp8(codes, scale, dtype=torch.float32) -> torch.Tensor:
 
 
 def check_unpack_int_grouped(codes, scale, bits, group_size, in_features, dtype):
+    """... and the group length the unpack uses: ``group_size``, or the row's length when the
+    group is longer (one group a row either way: ``quantizers.group_length``)."""
     bits = v.check_bits("bits", bits)
     group_size = v.check_positive_int("group_size", group_size)
     in_features = _check_in_features(in_features)
     rows = _rows("codes", codes, torch.uint8)
     _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // (8 // bits))))
-    _check_shape("scale", scale, torch.float32, (rows, -(-in_features // group_size)))
+    _check_shape("scale", scale, torch.float32, (rows, -(-in_features // group_size)),
+                 codes.device)
     _check_dtype(dtype)
-    return bits, group_size, in_features
+    return bits, quantizers.group_length(group_size, in_features), in_features
 
 
 def check_unpack_nvfp4(codes, block_scale, tensor_scale, in_features, dtype) -> int:
     in_features = _check_in_features(in_features)
     rows = _rows("codes", codes, torch.uint8)
     _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
-    _check_shape(
-        "block_scale", block_scale, torch.float8_e4m3fn, (rows, -(-in_features // NVFP4_BLOCK_SIZE))
-    )
-    _check_shape("tensor_scale", tensor_scale, torch.float32, ())
+    _check_shape("block_scale", block_scale, torch.float8_e4m3fn,
+                 (rows, -(-in_features // NVFP4_BLOCK_SIZE)), codes.device)
+    _check_shape("tensor_scale", tensor_scale, torch.float32, (), codes.device)
     _check_dtype(dtype)
     return in_features
 
@@ -206,14 +208,16 @@ def check_unpack_mxfp4(codes, scale, in_features, dtype) -> int:
     in_features = _check_in_features(in_features)
     rows = _rows("codes", codes, torch.uint8)
     _check_shape("codes", codes, torch.uint8, (rows, -(-in_features // 2)))
-    _check_shape("scale", scale, torch.uint8, (rows, -(-in_features // MX_BLOCK_SIZE)))
+    _check_shape("scale", scale, torch.uint8, (rows, -(-in_features // MX_BLOCK_SIZE)),
+                 codes.device)
     _check_dtype(dtype)
     return in_features
 
 
 def check_unpack_mxfp8(codes, scale, dtype) -> int:
     rows = _rows("codes", codes, torch.float8_e4m3fn)
-    _check_shape("scale", scale, torch.uint8, (rows, -(-codes.shape[1] // MX_BLOCK_SIZE)))
+    _check_shape("scale", scale, torch.uint8, (rows, -(-codes.shape[1] // MX_BLOCK_SIZE)),
+                 codes.device)
     _check_dtype(dtype)
     return codes.shape[1]
 
@@ -298,17 +302,20 @@ def _check_in_features(in_features: object) -> int:
 
 
 def _check_codes(name: str, t: object, dtypes: tuple[torch.dtype, ...]) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    v.check_dense(name, t)
     if t.dtype not in dtypes:
         expected = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
         raise TypeError(f"{name} must be {expected}, got {str(t.dtype).removeprefix('torch.')}")
 
 
-def _check_shape(name: str, t: object, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
-    """dtype exactly, and shape exactly (-1 in `shape` means: any size there)."""
+def _check_shape(name: str, t: object, dtype: torch.dtype, shape: tuple[int, ...],
+                 device: torch.device | None = None) -> None:
+    """dtype exactly, and shape exactly (-1 in `shape` means: any size there); on `device` (the
+    codes') when given."""
     _check_codes(name, t, (dtype,))
     same_rank = len(t.shape) == len(shape)
     if not same_rank or any(s not in (-1, n) for s, n in zip(shape, t.shape, strict=True)):
         wanted = tuple("*" if s == -1 else s for s in shape)
         raise ValueError(f"{name} must have shape {wanted}, got {tuple(t.shape)}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{name} must be on {device} (the codes' device), got {t.device}")

@@ -84,9 +84,11 @@ def quantize(
     return codes, torch.where(zero_scale, 0.0, codes * scale), mask
 
 
-def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0) -> Quantized:
-    v.check_float_tensor("x", x)
-    v.check_min_rank("x", x, 1)
+def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0, *,
+                     x_name: str = "x") -> Quantized:
+    """``x_name``: what the caller calls ``x`` (packing's ``w``), for its errors."""
+    v.check_float_tensor(x_name, x)
+    v.check_min_rank(x_name, x, 1)
     axis = v.check_axis("axis", axis, x.dim())
     v.check_scale("scale", scale, (x.shape[axis],), x.device)
     shape = [1] * x.dim()
@@ -113,8 +115,9 @@ def fp8(
     *,
     fmt: str = "e4m3",
     axis: int | None = None,
+    x_name: str = "x",
 ) -> Quantized:
-    fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis)
+    fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis, x_name)
     fmt_info = FP8_FORMATS[fmt]
     x32 = x.float()
     if mode == "row":
@@ -133,7 +136,7 @@ def int_grouped(w: torch.Tensor, bits: int, group_size: int) -> Quantized:
     v.check_float_tensor("w", w)
     v.check_rank("w", w, 2)
     qmax = int_qmax(v.check_bits("bits", bits))
-    v.check_positive_int("group_size", group_size)
+    group_size = group_length(v.check_positive_int("group_size", group_size), w.shape[1])
     blocks = _to_blocks(w.float(), group_size)
     scale = scale_from_amax(finite_amax(blocks, -1), qmax)
     codes, values, mask = quantize(blocks, scale, round_to_integer, -qmax, qmax)
@@ -221,6 +224,13 @@ def _to_blocks(w32: torch.Tensor, block: int) -> torch.Tensor:
     rows, cols = w32.shape
     padded = F.pad(w32, (0, block_padding(cols, block)))
     return padded.view(rows, padded.shape[1] // block, block)
+
+
+def group_length(group_size: int, cols: int) -> int:
+    """The columns a group spans: ``group_size``, or the row's length when the group is longer
+    (one group a row either way, with the same scale: zeros padding a group change no amax), so a
+    huge ``group_size`` never pads a row to its length (``2**40`` columns of zeros)."""
+    return min(group_size, max(cols, 1))
 
 
 def block_padding(n: int, block: int) -> int:

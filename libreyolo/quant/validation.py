@@ -24,12 +24,29 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def check_float_tensor(name: str, x: object) -> torch.Tensor:
-    """A float32, float16 or bfloat16 tensor (the dtypes the references compute from)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    """A dense float32, float16 or bfloat16 tensor (the dtypes the references compute from)."""
+    check_dense(name, x)
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name} must be float32, float16 or bfloat16, got {_dtype_name(x)}")
     return x
+
+
+def check_dense(name: str, x: object) -> torch.Tensor:
+    """A tensor with the strided layout: sparse and other layouts have no elementwise kernels
+    here, and would fail deep inside torch."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout "
+                        f"{str(x.layout).removeprefix('torch.')}")
+    return x
+
+
+def check_has_data(name: str, x: torch.Tensor) -> None:
+    """A tensor whose values are read (checked on the host) must have some: a meta tensor
+    describes a shape only."""
+    if x.is_meta:
+        raise ValueError(f"{name} must hold values (they are checked), got a meta tensor")
 
 
 def check_rank(name: str, x: torch.Tensor, ndim: int) -> None:
@@ -72,18 +89,21 @@ def check_positive_int(name: str, value: object) -> int:
 
 
 def check_fp8_format(name: str, fmt: object) -> str:
+    if not isinstance(fmt, str):
+        raise TypeError(f"{name} must be a string, one of {tuple(FP8_FORMATS)}, got "
+                        f"{type(fmt).__name__} {fmt!r}")
     if fmt not in FP8_FORMATS:
         raise ValueError(f"{name} must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
     return fmt
 
 
-def check_fp8_arguments(x, scale, fmt, axis) -> tuple[str, str, int | None]:
+def check_fp8_arguments(x, scale, fmt, axis, x_name: str = "x") -> tuple[str, str, int | None]:
     """fake_quant_fp8's arguments: (fmt, scale mode, normalized axis).
 
     Scale modes: "row" (scale None, dynamic per row along the last dim; axis must be None),
     "tensor" (a 0-dim scale, axis None), "channel" (a 1-D scale of length x.shape[axis]).
     """
-    check_float_tensor("x", x)
+    check_float_tensor(x_name, x)
     fmt = check_fp8_format("fmt", fmt)
     if scale is None:
         if axis is not None:
@@ -91,12 +111,12 @@ def check_fp8_arguments(x, scale, fmt, axis) -> tuple[str, str, int | None]:
                 f"axis must be None when scale is None (dynamic scaling is per row along the "
                 f"last dim), got {axis}"
             )
-        check_min_rank("x", x, 1)
+        check_min_rank(x_name, x, 1)
         return fmt, "row", None
     if axis is None:
         check_scale("scale", scale, (), x.device)
         return fmt, "tensor", None
-    check_min_rank("x", x, 1)
+    check_min_rank(x_name, x, 1)
     axis = check_axis("axis", axis, x.dim())
     check_scale("scale", scale, (x.shape[axis],), x.device)
     return fmt, "channel", axis
@@ -110,8 +130,7 @@ def check_scale(
     Exact shape, not broadcastable: a scale of the wrong length is a bug, never a broadcast.
     Zero is allowed (it quantizes everything to +0.0); negative, NaN and inf are not.
     """
-    if not isinstance(scale, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(scale).__name__}")
+    check_dense(name, scale)
     if scale.dtype != torch.float32:
         raise TypeError(f"{name} must be float32, got {_dtype_name(scale)}")
     if tuple(scale.shape) != tuple(shape):
@@ -122,6 +141,7 @@ def check_scale(
         return scale
     if host_reads_forbidden():  # a graph has no host to branch on: checked when run eagerly
         return scale
+    check_has_data(name, scale)
     HOST_READS.read(scale, lambda t: _check_scale_values(name, t))
     return scale
 
@@ -193,11 +213,12 @@ def check_zero_point(name: str, zero_point: object) -> int:
     if isinstance(zero_point, torch.Tensor):
         integer = not (zero_point.is_floating_point() or zero_point.is_complex()
                        or zero_point.dtype == torch.bool)
-        if zero_point.dim() != 0 or not integer:
+        if zero_point.dim() != 0 or not integer or zero_point.layout != torch.strided:
             raise TypeError(
                 f"{name} must be a Python int or a 0-dim integer tensor, got a "
                 f"{_dtype_name(zero_point)} tensor of shape {tuple(zero_point.shape)}"
             )
+        check_has_data(name, zero_point)
         if not HOST_READS.known(zero_point) and host_reads_forbidden():
             raise ValueError(f"{name}: a tensor cannot be read while a graph is captured; "
                              "pass the zero point as a Python int")
@@ -216,6 +237,7 @@ def check_zero_point(name: str, zero_point: object) -> int:
 
 def check_all_finite(name: str, x: torch.Tensor) -> None:
     """Packing stores codes, and no code means NaN or inf: reject them instead of inventing one."""
+    check_has_data(name, x)
     bad = ~torch.isfinite(x)
     if bool(bad.any()):
         raise ValueError(f"{name} must be finite to be packed, got {_first(x, bad)}")

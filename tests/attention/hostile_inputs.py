@@ -62,4 +62,17 @@ BAD_INPUTS = [
     ("spatial_shapes_pairs_of_floats", lambda v, s, loc, w: (v, [(1.0, 1.0), (2, 3), (1, 1)],
                                                             loc, w),
      TypeError, ["spatial_shapes", "pairs of ints"]),
+    # issue 35: sizes that are not sizes, and what used to fail deep inside
+    ("spatial_shapes_bool_level", lambda v, s, loc, w: (v, [(True, 1), (2, 3), (1, 1)], loc, w),
+     TypeError, ["spatial_shapes", "pairs of ints"]),
+    ("spatial_shapes_int", lambda v, s, loc, w: (v, 8, loc, w), TypeError,
+     ["spatial_shapes", "got int"]),
+    ("spatial_shapes_0_d", lambda v, s, loc, w: (v, s.new_tensor(8).reshape(()), loc, w),
+     ValueError, ["spatial_shapes", "(levels, 2)"]),
+    ("spatial_shapes_meta", lambda v, s, loc, w: (v, s.to("meta"), loc, w), ValueError,
+     ["spatial_shapes", "meta"]),
+    ("spatial_shapes_sparse", lambda v, s, loc, w: (v, s.to_sparse(), loc, w), TypeError,
+     ["spatial_shapes", "dense"]),
+    ("value_sparse", lambda v, s, loc, w: (v.to_sparse(), s, loc, w), TypeError,
+     ["value", "dense"]),
 ]

@@ -33,7 +33,7 @@ import torch
 pytest.importorskip("triton")
 pytest.importorskip("pytest_benchmark")
 
-from benchmarks.bench_host import CALLS_FILE, arguments, which_ran  # noqa: E402
+from benchmarks.bench_host import CALLS_FILE, arguments, noop_call, which_ran  # noqa: E402
 from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
 
 CALLS = tomllib.loads(CALLS_FILE.read_text())["call"]
@@ -101,15 +101,19 @@ def test_ms_deform_attn_decoder_forward_backward(benchmark, launches_stubbed):
 @pytest.mark.parametrize("with_accepts", [False, True], ids=["no-accepts", "accepts"])
 def test_registry_dispatch_to_a_no_op(benchmark, with_accepts):
     """The registry's own cost (issue #12: <= 5 µs on the H200 host): dispatch to a no-op,
-    registered first, on a slot that has one."""
-    x = torch.zeros(4)
+    registered first, on a slot that has one; the no-op returns the slot's declared output
+    (allocated once), which the registry judges."""
+    args, out = noop_call()
 
     def noop(*args, **kwargs):
+        return out
+
+    def takes(*args, **kwargs):
         return None
 
-    register("ms_deform_attn", noop, name="bench-noop", accepts=noop if with_accepts else None)
+    register("ms_deform_attn", noop, name="bench-noop", accepts=takes if with_accepts else None)
     try:
-        assert dispatch("ms_deform_attn", x, x, x, x) is None
-        benchmark(dispatch, "ms_deform_attn", x, x, x, x)
+        assert dispatch("ms_deform_attn", *args) is out
+        benchmark(dispatch, "ms_deform_attn", *args)
     finally:
         unregister("ms_deform_attn", "bench-noop")

@@ -28,7 +28,7 @@ def slot_inputs(name: str, device: str, *, seed: int = 1):
     plan = CellPlan(name, "reference", "cpu", spec.dtypes[0], case, "contiguous", seed)
     with generators.plain_values():
         inputs = make_inputs(spec, plan).to(device)
-    bound = spec.slot.bind(inputs.args, inputs.kwargs)
+    bound = spec.slot.bound_arguments(inputs.args, inputs.kwargs)
     for argument, value in bound.arguments.items():
         if isinstance(value, torch.Tensor) and value.dtype == torch.float8_e4m3fn:
             bound.arguments[argument] = torch.where(torch.isnan(value.float()), 0.0,
@@ -41,7 +41,7 @@ def slot_inputs(name: str, device: str, *, seed: int = 1):
 def _operator_arguments(name, args, kwargs):
     """What ``operators.call`` hands the operator: level sizes as a tensor, E4M3 as bytes."""
     slot = CATALOGUE[name].slot
-    bound = slot.bind(args, kwargs)
+    bound = slot.bound_arguments(args, kwargs)
     if "spatial_shapes" in bound.arguments and \
             not isinstance(bound.arguments["spatial_shapes"], torch.Tensor):
         bound.arguments["spatial_shapes"] = torch.tensor(bound.arguments["spatial_shapes"])

@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import torch
+from registry_helpers import NO_REF, WITH_REF, msda_input, tag_of, tagged
 from test_imports import run_python
 
 from libreyolo.kernels import (
@@ -27,16 +28,8 @@ from libreyolo.kernels import (
 )
 from libreyolo.kernels.prepared import Prepared
 
-NO_REF = "ms_deform_attn"  # judged by its declared validator
-WITH_REF = "fake_quant_fp8"  # judged by its reference
-
+# NO_REF is judged by its declared validator, WITH_REF by its reference
 pytestmark = pytest.mark.usefixtures("clean_registry")
-
-
-def msda_input(len_in: int = 4) -> tuple:
-    """A valid input of the ms_deform_attn slot (one 2x2 level) when ``len_in`` is 4."""
-    return (torch.zeros(1, len_in, 1, 2), torch.tensor([[2, 2]]),
-            torch.zeros(1, 1, 1, 1, 1, 2), torch.ones(1, 1, 1, 1, 1))
 
 
 def raising(error: Exception, calls: list | None = None):
@@ -191,30 +184,34 @@ class Plan(Prepared):
 def test_a_prepared_plan_reaches_the_call_and_accepts_runs_once_per_call():
     asked = []
 
-    def accepts(x):
-        asked.append(x)
-        return Plan(2 * x)
+    def accepts(value, *args):
+        asked.append(value)
+        return Plan(2 * value.shape[1])
 
-    def impl(x, *, prepared=None):
-        return ("planned", prepared.doubled) if prepared is not None else ("direct", 2 * x)
+    def impl(value, *args, prepared=None):
+        doubled = prepared.doubled if prepared is not None else 2 * value.shape[1]
+        out = torch.zeros(1, 1, 2)
+        out.tag = ("planned" if prepared is not None else "direct", doubled)
+        return out
 
+    inputs = msda_input()
     register(NO_REF, impl, name="fast", accepts=accepts)
-    assert dispatch(NO_REF, 21) == ("planned", 42)
-    assert asked == [21]
-    assert registry.registered(NO_REF)[0].fn(21) == ("direct", 42)
+    assert tag_of(dispatch(NO_REF, *inputs)) == ("planned", 8)
+    assert asked == [inputs[0]]
+    assert tag_of(registry.registered(NO_REF)[0].fn(*inputs)) == ("direct", 8)
 
 
 def test_a_per_slot_selection_leaves_the_other_slots_accelerated(monkeypatch):
     # before: "ms_deform_attn=hub" was read as one implementation name: every slot lost its
     # accelerated implementations, with a warning
-    register(NO_REF, lambda *a: "hub", name="hub")
-    register(NO_REF, lambda *a: "triton", name="triton")
-    register(WITH_REF, lambda *a, **k: "triton", name="triton")
+    register(NO_REF, tagged("hub"), name="hub")
+    register(NO_REF, tagged("triton"), name="triton")
+    register(WITH_REF, tagged("triton", WITH_REF), name="triton")
     monkeypatch.setenv(settings.KERNELS, "ms_deform_attn=hub")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert resolve(NO_REF)() == "hub"
-        assert resolve(WITH_REF)(torch.ones(4)) == "triton"
+        assert tag_of(resolve(NO_REF)(*msda_input())) == "hub"
+        assert tag_of(resolve(WITH_REF)(torch.ones(4))) == "triton"
 
 
 def test_several_per_slot_choices_and_a_bare_name_combine(monkeypatch):

@@ -23,7 +23,6 @@ import functools
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules.utils import _pair
 
 from libreyolo.capture import EXPORT, graph_capture, is_capturing
 from libreyolo.quant import validation as v
@@ -50,6 +49,9 @@ class _Finalized(nn.Module):
     def __init__(self, weight_shape, rows, cols, out_features, bias, weight, activation, bits,
                  group_size, device):
         super().__init__()
+        if not isinstance(weight, str):
+            raise TypeError(f"weight must be a string, one of {tuple(WEIGHT_FORMATS)}, got "
+                            f"{weight!r}")
         if weight not in WEIGHT_FORMATS:
             raise ValueError(f"weight must be one of {tuple(WEIGHT_FORMATS)}, got {weight!r}")
         self._format = WEIGHT_FORMATS[weight]
@@ -159,6 +161,14 @@ class _Finalized(nn.Module):
                 error_msgs.append(f"{prefix + name} must be {str(dtype).removeprefix('torch.')}, "
                                   f"got {str(tensor.dtype).removeprefix('torch.')}")
                 return
+        scale = state_dict.get(prefix + "input_scale")
+        if "input_scale" in self._contract_dtypes() and isinstance(scale, torch.Tensor) and \
+                scale.shape == () and not scale.is_meta:
+            try:  # the value load_packed checks: a NaN scale would quantize every input to NaN
+                v.check_scale(prefix + "input_scale", scale, (), scale.device)
+            except ValueError as exc:
+                error_msgs.append(str(exc))
+                return
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
         self._zero_point = self._read_zero_point()
@@ -267,7 +277,8 @@ class _Finalized(nn.Module):
         if buffers["bias"] is not None:
             tensors += (buffers["bias"],)
         try:
-            versions = tuple(t._version for t in tensors)
+            # the storage address too: a ``.data =`` swap keeps the version counter
+            versions = tuple((t._version, t.data_ptr()) for t in tensors)
         except RuntimeError:  # an inference tensor: no version counter
             return self._dequantize(dtype), self._bias_as(dtype)
         cached = self._cache
@@ -316,6 +327,22 @@ def _fp8_linear():
     from libreyolo.kernels.quant.execute.fp8_linear import fp8_linear
 
     return fp8_linear
+
+
+def _int_pair(name: str, value, *, minimum: int) -> tuple[int, int]:
+    """An int or a pair of ints, each at least ``minimum``, as ``nn.Conv2d`` takes them; refused
+    here, at construction, with the argument's name (``F.conv2d`` would refuse a 1-tuple, a
+    3-tuple, a float or a negative padding only at the first forward)."""
+    pair = (value, value) if isinstance(value, int) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+    for n in pair:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+        if n < minimum:
+            kind = "a positive int" if minimum == 1 else "a non-negative int"
+            raise ValueError(f"{name} must be {kind} (or a pair of them), got {value!r}")
+    return tuple(pair)
 
 
 def _check_module(module, module_type) -> None:
@@ -421,17 +448,17 @@ class FinalizedConv2d(_Finalized):
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) "
                              f"must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride, self.dilation = _pair(kernel_size), _pair(stride), _pair(
-            dilation)
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
-        if isinstance(padding, str) and padding not in ("same", "valid"):
-            raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
+        self.kernel_size, self.stride, self.dilation = (
+            _int_pair(name, value, minimum=1) for name, value in
+            (("kernel_size", kernel_size), ("stride", stride), ("dilation", dilation)))
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"padding must be 'same', 'valid' or ints, got {padding!r}")
+            self.padding = padding
+        else:
+            self.padding = _int_pair("padding", padding, minimum=0)
         if padding == "same" and self.stride != (1, 1):
             raise ValueError(f"padding='same' needs stride 1 (as nn.Conv2d), got {self.stride}")
-        for name, pair in (("kernel_size", self.kernel_size), ("stride", self.stride),
-                           ("dilation", self.dilation)):
-            for n in pair:
-                v.check_positive_int(name, n)
         kh, kw = self.kernel_size
         per_group = in_channels // groups
         super().__init__((out_channels, per_group, kh, kw), out_channels * kh * kw, per_group,

@@ -83,10 +83,12 @@ def test_cpu_tensors_are_declined_for_the_compiled_kernel():
     assert "needs CUDA tensors" in decline_reason(plan)
 
 
-def test_codes_and_scales_on_different_devices_are_left_to_the_reference():
+def test_codes_and_scales_on_different_devices_are_the_callers_error_as_in_the_reference():
+    """Issue 35: the reference never checked its scales' device (it failed deep inside torch);
+    the shared check now refuses it, naming the scale, on every path."""
     codes, scale = mx_table("unpack_mxfp8")
-    plan = PLANNERS["unpack_mxfp8"](codes, scale.to("meta"))
-    assert "different devices" in decline_reason(plan)
+    with pytest.raises(ValueError, match=r"^scale must be on cpu \(the codes' device\), got meta"):
+        PLANNERS["unpack_mxfp8"](codes, scale.to("meta"))
 
 
 def test_a_scale_that_requires_grad_is_left_to_the_reference_which_keeps_autograd():

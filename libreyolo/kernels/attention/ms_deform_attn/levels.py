@@ -1,12 +1,17 @@
 """The levels' ``(H, W)`` sizes, read and checked once, on the host and on the device.
 
 ``spatial_shapes`` arrives as ``(H, W)`` pairs of Python ints or as a ``(levels, 2)`` int64 tensor,
-often on the GPU. Reading a GPU tensor on the host is a sync, so a tensor is read once per tensor
-version (an in-place change bumps ``_version`` and the next call reads it again); pairs are known
-on the host and are copied to a device once per device, so the kernels, which read the sizes on
-the device, take either layout without a sync after the first call. Nothing is remembered while a
-graph is captured (trace, compile, export): a captured graph must not depend on this process's
-memory.
+often on the GPU. Reading a GPU tensor on the host is a sync, so what a tensor held is remembered
+under everything that could have changed it without a new read: the same tensor object, alive,
+at the same version (an in-place write bumps ``_version``, through any view), with the same
+storage address, offset, shape and strides (a ``.data =`` swap keeps the version but not the
+storage). An inference tensor (made under ``torch.inference_mode``) has no version counter, so
+it is read on every call (a sync on a GPU: pass pairs, or a tensor made outside inference mode,
+to avoid it). Writes that bypass torch's version counter (through a NumPy or DLPack alias of the
+storage) are not seen. Pairs are known on the host and are copied to a device once per device, so
+the kernels, which read the sizes on the device, take either layout without a sync after the
+first call. Nothing is remembered while a graph is captured (trace, compile, export): a captured
+graph must not depend on this process's memory.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ Levels = tuple[tuple[int, int], ...]
 MAX_REMEMBERED = 64
 
 _lock = threading.Lock()
-# id(tensor) -> (weak reference to it, its _version when read, its levels)
-_read: dict[int, tuple[weakref.ref, int, Levels]] = {}
+# id(tensor) -> (weak reference to it, its stamp when read, its levels)
+_read: dict[int, tuple[weakref.ref, tuple, Levels]] = {}
 # (levels, device) -> int64 tensor of the levels on that device
 _copies: dict[tuple[Levels, torch.device], torch.Tensor] = {}
 # (levels, device, dtype) -> the levels' (W, H) in dtype on device, shaped for offsets
@@ -54,23 +59,36 @@ def _checked(pairs) -> Levels:
 def _read_tensor(spatial_shapes: torch.Tensor, values: bool = True) -> Levels | None:
     if spatial_shapes.dtype != torch.int64:
         raise TypeError(f"spatial_shapes must be an int64 tensor, got dtype {spatial_shapes.dtype}")
+    if spatial_shapes.layout != torch.strided:
+        raise TypeError(f"spatial_shapes must be a dense (strided) tensor, got layout "
+                        f"{spatial_shapes.layout}")
     if spatial_shapes.dim() != 2 or spatial_shapes.shape[1] != 2:
         raise ValueError(
             f"spatial_shapes must have shape (levels, 2), got {tuple(spatial_shapes.shape)}")
-    return _checked(spatial_shapes.tolist()) if values else None
+    if not values:
+        return None
+    if spatial_shapes.is_meta:
+        raise ValueError("spatial_shapes must hold the level sizes, got a meta tensor (no data): "
+                         "pass (H, W) pairs to describe levels without data")
+    return _checked(spatial_shapes.tolist())
 
 
-def _version(tensor: torch.Tensor) -> int:
-    """The tensor's version counter. Inference tensors (made under ``torch.inference_mode``)
-    have none: they count as version 0, so an in-place change to one is not seen (the kernels
-    still mask every access at ``len_in``, so that stays memory-safe)."""
-    return 0 if tensor.is_inference() else tensor._version
+def _stamp(tensor: torch.Tensor) -> tuple | None:
+    """What identifies the values a tensor holds without reading them: its version, storage
+    address, offset, shape and strides; None for an inference tensor, which has no version
+    counter (an in-place change to one could not be seen: it is read every call)."""
+    if tensor.is_inference():
+        return None
+    return (tensor._version, tensor.data_ptr(), tensor.storage_offset(), tensor.shape,
+            tensor.stride(), tensor.dtype, tensor.device)
 
 
 def remembered(spatial_shapes: torch.Tensor) -> Levels | None:
-    """The levels read from this tensor at its current version, or None if not read yet."""
+    """The levels read from this tensor, if it cannot have changed since (``_stamp``), else
+    None (not read yet, changed, or an inference tensor)."""
     entry = _read.get(id(spatial_shapes))
-    if entry is not None and entry[0]() is spatial_shapes and entry[1] == _version(spatial_shapes):
+    if entry is not None and entry[0]() is spatial_shapes and \
+            entry[1] == _stamp(spatial_shapes):
         return entry[2]
     return None
 
@@ -78,10 +96,12 @@ def remembered(spatial_shapes: torch.Tensor) -> Levels | None:
 def level_shapes(spatial_shapes: SpatialShapes) -> Levels | None:
     """The levels' ``(H, W)`` as Python ints from a ``(levels, 2)`` int64 tensor or pairs.
 
-    Raises ``TypeError`` for a tensor that is not int64 or pairs that are not ints, and
-    ``ValueError`` for a tensor not shaped ``(levels, 2)``, no levels, or a size below 1. A
-    tensor is read (a host sync on a GPU) once per tensor version; while an operator's fake
-    kernel checks arguments (``checking_fake``) it is not read at all, and the answer is None.
+    Raises ``TypeError`` for a tensor that is not int64 and dense, or anything but pairs of
+    ints (a bool is not a size), and ``ValueError`` for a tensor not shaped ``(levels, 2)`` or
+    without data (meta), no levels, or a size below 1. A tensor is read (a
+    host sync on a GPU) once while it stays unchanged (module docstring); an inference tensor
+    every call. While an operator's fake kernel
+    checks arguments (``checking_fake``) a tensor is not read at all, and the answer is None.
     """
     if isinstance(spatial_shapes, torch.Tensor):
         if checking_fake():  # a fake tensor has no sizes to read: the real call reads them
@@ -92,13 +112,28 @@ def level_shapes(spatial_shapes: SpatialShapes) -> Levels | None:
         levels = remembered(spatial_shapes)
         if levels is None:
             levels = _read_tensor(spatial_shapes)
-            _remember(_read, id(spatial_shapes),
-                      (weakref.ref(spatial_shapes), _version(spatial_shapes), levels))
+            stamp = _stamp(spatial_shapes)
+            if stamp is not None:
+                _remember(_read, id(spatial_shapes),
+                          (weakref.ref(spatial_shapes), stamp, levels))
         return levels
-    pairs = [tuple(pair) for pair in spatial_shapes]
-    if any(len(pair) != 2 or not all(isinstance(n, int) for n in pair) for pair in pairs):
-        raise TypeError(f"spatial_shapes must be (H, W) pairs of ints, got {spatial_shapes!r}")
-    return _checked(pairs)
+    return _checked(_pairs(spatial_shapes))
+
+
+def _pairs(spatial_shapes) -> list[tuple[int, int]]:
+    """``spatial_shapes`` as a list of ``(H, W)`` tuples of ints; a TypeError naming it for
+    anything else (an int, a string, pairs of floats or bools, pairs of three)."""
+    wanted = "spatial_shapes must be a (levels, 2) int64 tensor or (H, W) pairs of ints"
+    if isinstance(spatial_shapes, (str, bytes)) or not isinstance(spatial_shapes, Sequence):
+        raise TypeError(f"{wanted}, got {type(spatial_shapes).__name__}")
+    pairs = []
+    for pair in spatial_shapes:
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2 \
+                or not all(type(n) is int or (isinstance(n, int) and not isinstance(n, bool))
+                           for n in pair):
+            raise TypeError(f"{wanted}, got {spatial_shapes!r}")
+        pairs.append(tuple(pair))
+    return pairs
 
 
 def device_shapes(levels: Levels, device: torch.device) -> torch.Tensor | None:

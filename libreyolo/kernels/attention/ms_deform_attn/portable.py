@@ -38,6 +38,9 @@ def _check_tensors(value, sampling_locations, attention_weights) -> None:
     for name, tensor in named.items():
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.layout != torch.strided:
+            raise TypeError(f"{name} must be a dense (strided) tensor, got layout "
+                            f"{str(tensor.layout).removeprefix('torch.')}")
         if not tensor.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
     for name, tensor in named.items():
@@ -104,7 +107,7 @@ def validate_ragged_inputs(value, spatial_shapes, sampling_locations, attention_
     _check_len_in(value, shapes)
     if not isinstance(method, str) or method not in SAMPLING_METHODS:
         raise ValueError(f"method must be one of {SAMPLING_METHODS}, got {method!r}")
-    points = _counts(points_per_level)
+    points = check_points_per_level(points_per_level)
     levels = len(shapes) if shapes is not None else spatial_shapes.shape[0]
     if len(points) != levels or any(n < 0 for n in points):
         raise ValueError(f"points_per_level must give a non-negative count for each of the "
@@ -123,7 +126,7 @@ def validate_ragged_inputs(value, spatial_shapes, sampling_locations, attention_
     return shapes, points
 
 
-def _counts(points_per_level) -> list[int]:
+def check_points_per_level(points_per_level) -> list[int]:
     """``points_per_level`` as a list of ints; a TypeError for anything that is not a sequence
     of ints (a float would be truncated, a bool counted as 0 or 1)."""
     if isinstance(points_per_level, (str, bytes, torch.Tensor)) or \

@@ -29,6 +29,7 @@ from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
+    check_points_per_level,
     validate_ragged_inputs,
 )
 from libreyolo.kernels.autograd import SOURCE as autograd_source
@@ -102,12 +103,11 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
     if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
             or spatial_shapes.shape[1] != 2 or spatial_shapes.device != value.device:
         return "spatial_shapes must be a (levels, 2) int64 tensor on value's device"
-    if method not in SAMPLING_METHODS:
+    if not isinstance(method, str) or method not in SAMPLING_METHODS:
         return f"method must be one of {SAMPLING_METHODS}"
-    if not all(isinstance(n, int) and n >= 0 for n in points_per_level) \
-            or len(points_per_level) != spatial_shapes.shape[0]:
+    points = check_points_per_level(points_per_level)  # the portable path's TypeError (a bool)
+    if any(n < 0 for n in points) or len(points) != spatial_shapes.shape[0]:
         return "points_per_level must give a non-negative int for each level"
-    points = list(points_per_level)
     layout = "value, sampling_locations and attention_weights do not have the ragged layout"
     if value.dim() != 4 or sampling_locations.dim() != 5:
         return layout

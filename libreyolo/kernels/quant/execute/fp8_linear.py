@@ -229,21 +229,21 @@ def _bias_as(bias, dtype):
 
 
 def _made_once(tensor: torch.Tensor, what, make):
-    """``make(tensor)``, kept until the tensor changes in place or goes: made on every call, the
-    padded weight and the cast biases were two more kernels per layer (``benchmarks/NOTES.md``,
-    "Made once per tensor version"). The check reads no device data. Inference tensors have
-    no version
+    """``make(tensor)``, kept until the tensor changes (in place, or its storage swapped by
+    ``.data =``) or goes: made on every call, the padded weight and the cast biases were two
+    more kernels per layer (``benchmarks/NOTES.md``, "Made once per tensor version"). The check
+    reads no device data. Inference tensors have no version
     counter, and what is made inside a CUDA graph capture is the graph's memory, so those are
     made on every call."""
     if tensor.is_inference() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing()):
         return make(tensor)
     key = (id(tensor), what)
     cached = _kept.get(key)
-    if cached is not None and cached[0]() is tensor and cached[1] == tensor._version:
+    stamp = (tensor._version, tensor.data_ptr())  # a ``.data =`` swap keeps the version
+    if cached is not None and cached[0]() is tensor and cached[1] == stamp:
         return cached[2]
     made = make(tensor)
-    _kept[key] = (weakref.ref(tensor, lambda _, key=key: _kept.pop(key, None)), tensor._version,
-                  made)
+    _kept[key] = (weakref.ref(tensor, lambda _, key=key: _kept.pop(key, None)), stamp, made)
     return made
 
 
