@@ -122,6 +122,8 @@ def measure(name: str, fn, args, kwargs, rounds: int, backward: bool) -> dict:
 
 def _measure(name: str, fn, args, kwargs, rounds: int, backward: bool) -> dict:
     """Bits, eager vs compiled windows, reduce-overhead vs a captured eager call."""
+    if not backward:  # an inference call: no autograd graph is built
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
     step = with_backward(fn) if backward else fn
     torch._dynamo.reset()
     compiled = torch.compile(step)

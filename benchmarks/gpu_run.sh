@@ -4,7 +4,7 @@
 # returns at most 8 files); a short table is printed last.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
-#   stages: env records plain bench-fq bench-host bench-unpack bench-attn bench-msda bench-ragged
+#   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
 #     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile controls-gpu
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
@@ -129,6 +129,11 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     bench-host)
         run bench-host 120 python3 benchmarks/bench_host.py "$OUT/bench_host.json" \
             --profile "$LOGS/bench_host_profile.txt" ;;
+    bench-host-old)
+        # bench_host.py of an earlier commit, in the same call (a refactor's host time against
+        # its base): OLD (default .old) holds that commit's tree (git archive COMMIT | tar -x)
+        run bench-host-old 120 env PYTHONPATH="$PWD/${OLD:-.old}" python3 \
+            "${OLD:-.old}/benchmarks/bench_host.py" "$OUT/bench_host_old.json" ;;
     bench-unpack)
         # awaiting their records, the unpack kernels run only when selected by name
         # UNPACK_ARGS: more options (e.g. "--sizes 4096x4096" for the host rows alone)
