@@ -60,23 +60,24 @@ def call(name: str, args: tuple, kwargs: dict):
     bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
     an input of another dtype gets the slot's own error."""
     slot = get_slot(name)
-    bound = slot.bound_arguments(args, kwargs)
-    shapes = bound.arguments.get("spatial_shapes")
+    bound = slot.bind(args, kwargs)
+    shapes = bound.get("spatial_shapes")
     if shapes is not None and not isinstance(shapes, torch.Tensor):
         slot.judge(*args, **kwargs)  # pairs are checked as given
-        bound.arguments["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
+        bound["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
     for argument, kind in slot.argument_types.items():
-        if not _fits(kind, bound.arguments[argument]):  # the slot's own error, not the schema's
+        if not _fits(kind, bound[argument]):  # the slot's own error, not the schema's
             slot.judge(*args, **kwargs)
             raise TypeError(f"{name}: {argument} must be {kind}, got "
-                            f"{type(bound.arguments[argument]).__name__}")
+                            f"{type(bound[argument]).__name__}")
     for argument in slot.float8_inputs:
-        value = bound.arguments[argument]
+        value = bound[argument]
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float8_e4m3fn:
             slot.judge(*args, **kwargs)
             raise TypeError(f"{name}: {argument} must be a float8_e4m3fn tensor")
-        bound.arguments[argument] = value.view(torch.uint8)
-    return operator(name)(*bound.args, **bound.kwargs)
+        bound[argument] = value.view(torch.uint8)
+    args, kwargs = slot.split(bound)
+    return operator(name)(*args, **kwargs)
 
 
 def _fits(kind: str, value: object) -> bool:
@@ -100,10 +101,10 @@ def _as_called(slot: Slot, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments an operator got, as the slot takes them (its E4M3 inputs from bytes)."""
     if not slot.float8_inputs:
         return args, kwargs
-    bound = slot.bound_arguments(args, kwargs)
+    bound = slot.bind(args, kwargs)
     for argument in slot.float8_inputs:
-        bound.arguments[argument] = bound.arguments[argument].view(torch.float8_e4m3fn)
-    return bound.args, bound.kwargs
+        bound[argument] = bound[argument].view(torch.float8_e4m3fn)
+    return slot.split(bound)
 
 
 def _kernel(slot: Slot):
@@ -112,19 +113,13 @@ def _kernel(slot: Slot):
     def kernel(*args, **kwargs):
         args, kwargs = _as_called(slot, args, kwargs)
         with torch.no_grad():
-            out = registry.dispatch(slot.name, *args, **kwargs)
+            out = registry.selected(slot.name, args, kwargs)
             if out is None:
                 out = portable(*args, **kwargs)
         return _unaliased(out, args, kwargs)
 
     kernel.__name__ = kernel.__qualname__ = f"{slot.name}_kernel"
-    return _eager(kernel)
-
-
-def _eager(kernel):
-    """A kernel is the eager selection: Dynamo never traces into it, even when it runs where a
-    compiled frame broke its graph."""
-    return torch.compiler.disable(kernel, recursive=True)
+    return kernel
 
 
 def _unaliased(out, args: tuple, kwargs: dict):
@@ -187,7 +182,7 @@ def _backward_kernel(slot: Slot):
         return grads[0] if len(grads) == 1 else grads
 
     kernel.__name__ = kernel.__qualname__ = f"{slot.name}_backward_kernel"
-    return _eager(kernel)
+    return kernel
 
 
 def _backward_fake(slot: Slot):

@@ -624,6 +624,12 @@ def dispatch(op: str, *args, **kwargs):
     """
     if (captured := graph_capture()) is not None:
         return _captured(op, captured, args, kwargs)
+    return selected(op, args, kwargs)
+
+
+def selected(op: str, args: tuple, kwargs: dict):
+    """``dispatch`` without its capture check: the eager selection itself (what the slot's
+    operator runs, so a kernel never re-enters the operator, even traced)."""
     eligible = _eligible(op)
     fewest, most, check_call, fits, slot, has_reference = _DECLARED[op]
     judging = JUDGE_OUTPUTS
@@ -737,12 +743,13 @@ def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
 
 def _recomputed(slot, fn: Callable, prepared: dict, grad, args: tuple, kwargs: dict) -> tuple:
     """Autograd through a fresh ``fn(...)``: the differentiable inputs as new leaves."""
-    bound = slot.bound_arguments(args, kwargs)
+    bound = slot.bind(args, kwargs)
     leaves = {}
     for name in slot.differentiable:
-        leaves[name] = bound.arguments[name] = bound.arguments[name].detach().requires_grad_()
+        leaves[name] = bound[name] = bound[name].detach().requires_grad_()
+    args, kwargs = slot.split(bound)
     with torch.enable_grad():
-        out = fn(*bound.args, **prepared, **bound.kwargs)
+        out = fn(*args, **prepared, **kwargs)
     grads = torch.autograd.grad(out, list(leaves.values()), grad, allow_unused=True) \
         if out.requires_grad else (None,) * len(leaves)
     return tuple(torch.zeros_like(leaf) if g is None else g

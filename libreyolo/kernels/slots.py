@@ -149,15 +149,12 @@ class Slot:
         (``outputs.py``). No value is read."""
         return self.output.compile(_Fetch(self.binder))
 
-    def bound_arguments(self, args: tuple, kwargs: dict) -> inspect.BoundArguments:
-        """``bind`` as ``inspect.BoundArguments``: positional and keyword-only arguments apart,
-        for calling an operator or an implementation again (not on the eager hot path)."""
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.name}{self.signature}: {exc}") from None
-        bound.apply_defaults()
-        return bound
+    def split(self, arguments: dict[str, object]) -> tuple[tuple, dict]:
+        """Bound arguments (``bind``'s) as a call again: every parameter before ``*``
+        positional, the keyword-only ones as keywords (no ``inspect``: Dynamo traces this)."""
+        positional = self.binder.positional
+        return (tuple(arguments[name] for name in positional),
+                {name: value for name, value in arguments.items() if name not in positional})
 
     def expected_output(self, args: tuple, kwargs: dict) -> Output | tuple[Output, ...]:
         return self.output(self.bind(args, kwargs))
@@ -226,8 +223,8 @@ class Binder:
         if len(args) > len(self.positional):
             self._refuse(args, kwargs)
         bound = dict(zip(self.positional, args, strict=False))  # checked: len(args) fits
-        if kwargs:
-            if not kwargs.keys() <= self.names or not kwargs.keys().isdisjoint(bound):
+        if kwargs:  # (written for Dynamo, which traces no set operation of dict keys)
+            if any(name not in self.names or name in bound for name in kwargs):
                 self._refuse(args, kwargs)
             bound.update(kwargs)
         if len(bound) < self.count:

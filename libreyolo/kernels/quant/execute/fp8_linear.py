@@ -56,7 +56,6 @@ def policy() -> dict:
         return tomllib.load(file)
 
 
-@torch.compiler.assume_constant_result
 @functools.cache
 def _measured_device(index: int) -> bool:
     name = torch.cuda.get_device_name(index)
@@ -79,12 +78,19 @@ def _policy_engages(x, *weights) -> bool:
     the answer is the trace's: the compiled graph holds the fused operator or the layers' path."""
     if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
         return False
-    if graph_capture() == EXPORT or x.requires_grad or \
-            not _measured_device(x.device.index or 0):
+    if graph_capture() == EXPORT or x.requires_grad:
         return False
     k = x.shape[-1]
     m = x.numel() // k if k else 0
-    return all(engages(m, *weight.shape) for weight in weights)
+    return _engages_on(x.device.index or 0, m, tuple(tuple(w.shape) for w in weights))
+
+
+@torch.compiler.assume_constant_result
+def _engages_on(index: int, m: int, shapes: tuple) -> bool:
+    """The policy's answer for a device and layers' shapes: a constant of a compiled graph
+    (Dynamo calls it while tracing; it reads a file and the device's name, which it cannot
+    trace)."""
+    return _measured_device(index) and all(engages(m, *shape) for shape in shapes)
 
 
 def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):

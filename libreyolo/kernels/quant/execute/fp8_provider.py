@@ -12,6 +12,7 @@ the catalogue holds them to (docs/fp8_execute.md).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -66,6 +67,23 @@ FLOAT32_DECLINE = ("out_dtype float32: the FP8 tensor cores accumulate with ~14 
                    "GEMM cannot give float32 digits; the caller's portable path runs")
 
 
+CPU_ROWWISE_DECLINE = ("this torch's CPU torch._scaled_mm takes per-tensor scales only (torch "
+                       "2.11); the caller's portable path runs")
+
+
+@functools.cache
+def cpu_rowwise() -> bool:
+    """Whether this torch's CPU ``_scaled_mm`` takes rowwise scales (2.13 does; 2.11 asserts
+    per-tensor scaling inside oneDNN): one 16x16 product, tried once."""
+    a = torch.zeros((16, 16), dtype=torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(a, a.T, scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16),
+                         out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return False
+    return True
+
+
 def scaled_mm_ready() -> bool | str:
     """torch has ``_scaled_mm``."""
     return hasattr(torch, "_scaled_mm") or "this torch has no torch._scaled_mm"
@@ -81,6 +99,8 @@ def _gemm(rowwise: bool):
             return f"{a.device} has no FP8 tensor cores (compute capability below 8.9)"
         if a.device.type not in ("cuda", "cpu"):
             return f"inputs are on {a.device}: _scaled_mm runs on CUDA and CPU"
+        if a.device.type == "cpu" and rowwise and not cpu_rowwise():
+            return CPU_ROWWISE_DECLINE
         if out_dtype == torch.float32:
             return FLOAT32_DECLINE
         return fp8_gemm.GemmPlan(a, b, scale_a, scale_b, bias, out_dtype, rowwise)
