@@ -33,13 +33,17 @@ def catalogue_table() -> str:
 
 def records_table() -> str:
     """One row per in-tree implementation and slot: what its committed record says, or that it
-    awaits one (docs/conformance.md carries this table; a test keeps it current)."""
+    awaits one (docs/conformance.md carries this table; a test keeps it current). Rows go in
+    the slots' declared order, then by name: registration order depends on what the process
+    imported first, and a committed table must not."""
     from conformance import gate, records
+    from libreyolo.kernels import slot_names
 
     rows = ["| slot | impl | cells | passed per mode (cuda / cuda-graph) | worst | sources "
             "| commit | GPU | torch / triton | written |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for target in gate.in_tree_targets():
+    order = {slot: i for i, slot in enumerate(slot_names())}
+    for target in sorted(gate.in_tree_targets(), key=lambda t: (order[t.slot], t.impl)):
         record = records.load(target.slot, target.impl)
         if record is None:
             rows.append(f"| `{target.slot}` | {target.impl} | **awaiting a record** "
