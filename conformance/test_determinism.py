@@ -18,7 +18,7 @@ import torch
 from conformance import determinism, outcomes
 from conformance.catalogue import CATALOGUE
 from conformance.cells import make_inputs
-from conformance.negative import load_controls
+from conformance.negative import load_controls, parametrize_controls
 from conformance.plan import registered_names
 from conformance.plugin import options
 
@@ -37,6 +37,9 @@ def _mode(run) -> str:
 
 
 def pytest_generate_tests(metafunc):
+    parametrize_controls(metafunc, "registered_control", CONTROLS, indirect=True)
+    parametrize_controls(metafunc, "control",
+                         [c for c in CONTROLS if not getattr(c.fn, "gpu_only", False)])
     if "determinism_plan" not in metafunc.fixturenames:
         return
     run = options(metafunc.config)
@@ -59,7 +62,6 @@ def test_repeatable(determinism_plan, record_cell, request):
     outcomes.conclude(cell, cell.reproduce)
 
 
-@pytest.mark.parametrize("registered_control", CONTROLS, indirect=True, ids=lambda c: c.name)
 def test_the_check_rejects_control(registered_control, run_options, control_verdict,
                                    whole_suite):
     control = registered_control
@@ -81,8 +83,6 @@ def _cpu_inputs(slot: str):
     return make_inputs(CATALOGUE[slot], plan)
 
 
-@pytest.mark.parametrize("control", [c for c in CONTROLS if not getattr(c.fn, "gpu_only", False)],
-                         ids=lambda c: c.name)
 def test_the_check_rejects_a_nudged_gradient_on_cpu(control, whole_suite):
     """The check's teeth without a GPU: on the portable path (which repeats on CPU), a one-ulp
     run-dependent change to the value gradient is seen in every run after the first."""

@@ -9,10 +9,14 @@ import pytest
 from conformance import outcomes
 from conformance.catalogue import CATALOGUE, slot
 from conformance.cells import ErrorPlan, refuses, run_cell, run_error_cell
-from conformance.negative import load_controls
+from conformance.negative import load_controls, parametrize_controls
 from conformance.plan import cell_plans, error_plans
 
 ERROR_CONTROLS = load_controls("ERROR_CONTROLS")
+
+
+def pytest_generate_tests(metafunc):
+    parametrize_controls(metafunc, "registered_control", ERROR_CONTROLS, indirect=True)
 
 
 def test_error_input(error_plan, record_cell, request):
@@ -39,8 +43,6 @@ def test_every_slot_declares_error_inputs_its_fallback_refuses(name):
         assert refuses(error, raised.value), f"{error.name}: {raised.value}"
 
 
-@pytest.mark.parametrize("registered_control", ERROR_CONTROLS, indirect=True,
-                         ids=lambda c: c.name)
 def test_suite_rejects_an_implementation_silent_on_invalid_input(registered_control, run_options,
                                                                  control_verdict, whole_suite):
     """The control is right on every valid cell it is given here (the matrix passes it), and

@@ -20,8 +20,9 @@ def interpreter_command(config, matrix_path) -> list[str]:
     command = [*SUITE, "--interpreter", "-q", "--matrix", str(matrix_path),
                "--profile", config.getoption("profile"), "--seed", str(config.getoption("seed")),
                *_workers()]
-    if config.getoption("impl"):
-        command += ["--impl", config.getoption("impl")]
+    for option in ("impl", "slot"):  # the run's own narrowing, or its matrix holds more
+        if config.getoption(option):
+            command += [f"--{option}", config.getoption(option)]
     return command + plugin_args(config)
 
 

@@ -14,12 +14,18 @@ from conformance import generators, shapesets
 from conformance.catalogue import CATALOGUE, slot
 from conformance.cells import CellPlan, make_inputs, run_cell
 from conformance.layouts import bits
-from conformance.negative import load_controls
+from conformance.negative import load_controls, parametrize_controls
 from conformance.plan import cell_plans
 from conformance.plugin import CONTROL_PROPERTY
 
 CONTROLS = load_controls()
 NARROW = 0.01
+
+
+def pytest_generate_tests(metafunc):
+    parametrize_controls(metafunc, "registered_control", CONTROLS, indirect=True)
+    parametrize_controls(metafunc, "control", [c for c in CONTROLS
+                                               if CATALOGUE[c.slot].contract.kind == "exact"])
 
 
 @pytest.fixture
@@ -42,7 +48,6 @@ def first_rejection(control, options):
     return None, others
 
 
-@pytest.mark.parametrize("registered_control", CONTROLS, indirect=True, ids=lambda c: c.name)
 def test_suite_rejects_control(registered_control, run_options, request, whole_suite):
     control = registered_control
     if run_options.interpreter:
@@ -88,9 +93,6 @@ def _parts(out) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
-@pytest.mark.parametrize("control", [c for c in CONTROLS
-                                     if CATALOGUE[c.slot].contract.kind == "exact"],
-                         ids=lambda c: c.name)
 def test_control_is_narrow(control, whole_suite):
     """A control wrong almost everywhere proves nothing about a check's aim: on everyday
     inputs (float32, contiguous, no injected edge values) each gives a wrong value for under 1%

@@ -49,6 +49,20 @@ def breaks(slot: str, accepts=None, capabilities=None):
     return mark
 
 
+def parametrize_controls(metafunc, argname: str, controls, **kwargs) -> None:
+    """Parametrize `argname`, where the test takes it, with the controls of the slots this run
+    takes: under `--slot`, another slot's control has no cell that could reject it, so it is
+    left out of the run rather than failed (pytest reports an empty set as skipped, naming it).
+    For a module's `pytest_generate_tests`; `kwargs` go to `metafunc.parametrize`."""
+    if argname not in metafunc.fixturenames:
+        return
+    from conformance.plugin import options
+
+    run = options(metafunc.config)
+    metafunc.parametrize(argname, [c for c in controls if run.takes(c.slot)],
+                         ids=lambda c: c.name, **kwargs)
+
+
 def load_controls(attribute: str = "CONTROLS") -> list[Control]:
     """Every module's `attribute` list: `CONTROLS` are judged by the matrix cells under the run's
     profile; other lists by the test that names them (`ERROR_CONTROLS`: the error cells,
