@@ -28,14 +28,6 @@ def pytest_generate_tests(metafunc):
                                                if CATALOGUE[c.slot].contract.kind == "exact"])
 
 
-@pytest.fixture
-def registered_control(request):
-    control = request.param
-    control.register()
-    yield control
-    control.unregister()
-
-
 def first_rejection(control, options):
     """The first cell that rejects `control` by its named check, and every other rejection."""
     others = []
