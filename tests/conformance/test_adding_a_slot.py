@@ -1,6 +1,7 @@
 """docs/conformance.md's worked example ("Adding a slot") holds: its blocks, applied to a copy of
-the tree, add a slot with a reference and a Triton variant that the CPU suite passes, its
-negative control rejected, touching only the files the example names.
+the tree, add a slot with a reference and a Triton variant that the CPU suite passes (the Triton
+plan under the interpreter), its negative control rejected, and that the gate accepts while the
+variant awaits its first record, touching only the files the example names.
 
 The blocks are read from the docs, so the example a newcomer follows is the one tested.
 """
@@ -32,17 +33,25 @@ HAND_WRITTEN = {
     f"conformance/shapes/{SLOT}.toml": "shape set",
     "conformance/negative/fake_quant.py": "negative control",
     "libreyolo/kernels/quant/simulate/plan.py": "Triton plan",
+    "libreyolo/kernels/awaiting_record.toml": "awaiting its first record",
     "docs/quantization.md": "docs row",
 }
-_PLACEMENT = re.compile(r"(?:`(?P<path>[^`\s]+)`, )?(?P<where>after (?P<ticks>`+)(?P<anchor>.+?)"
-                        r"(?P=ticks)|at the end|a new file)$")
+_PLACEMENT = re.compile(r"(?:`(?P<path>[^`\s]+)`, )?(?P<where>(?:after|instead of) (?P<ticks>`+)"
+                        r"(?P<anchor>.+?)(?P=ticks)|at the end|a new file)$")
+_GATE = "tests/conformance/test_gate_records.py::"
+#: The gate's tests a new variant passes before its first record (listed as awaiting it) ...
+AWAITING = (f"{_GATE}test_the_awaiting_list_names_in_tree_implementations_still_without_a_green_"
+            "record", f"{_GATE}test_implementations_awaiting_a_record_are_not_selected_by_default")
+#: ... and the one that asks for every other record again: their digests hold the files a slot
+#: is added to
+RECORDS = f"{_GATE}test_every_in_tree_accelerated_implementation_has_a_green_cuda_record"
 _FENCE = re.compile(r"^```\w*\n(.*?)^```$", re.S | re.M)
 
 
 @dataclass(frozen=True)
 class Block:
     path: str
-    where: str  # "after", "end" or "new"
+    where: str  # "after", "instead" (of the anchor's line), "end" or "new"
     anchor: str | None
     text: str
 
@@ -58,7 +67,7 @@ def example_blocks(docs: str) -> list[Block]:
         assert placement, f"no file and place before the block {fence.group(1)[:60]!r}"
         path = placement["path"] or path
         where = placement["where"]
-        kind = "after" if where.startswith("after") else "end" if where == "at the end" else "new"
+        kind = {"at the end": "end", "a new file": "new"}.get(where, where.split()[0])
         blocks.append(Block(path, kind, placement["anchor"], fence.group(1)))
         previous_end = fence.end()
     return blocks
@@ -79,7 +88,10 @@ def apply(block: Block, tree: Path) -> None:
     lines = text.splitlines(keepends=True)
     hits = [i for i, line in enumerate(lines) if line.strip() == block.anchor]
     assert len(hits) == 1, f"{block.path}: the anchor {block.anchor!r} is on {len(hits)} lines"
-    lines.insert(hits[0] + 1, ("\n\n" if top_level else "") + block.text)
+    if block.where == "instead":
+        lines[hits[0]] = block.text
+    else:
+        lines.insert(hits[0] + 1, ("\n\n" if top_level else "") + block.text)
     target.write_text("".join(lines))
 
 
@@ -97,8 +109,8 @@ def copy_tree(destination: Path) -> None:
 def test_the_example_names_the_files_the_docs_count():
     blocks = example_blocks(DOCS.read_text())
     assert {b.path for b in blocks} == set(HAND_WRITTEN)
-    assert "touches **eight** hand-written files" in DOCS.read_text()
-    assert len(HAND_WRITTEN) == 8
+    assert "touches **nine** hand-written files" in DOCS.read_text()
+    assert len(HAND_WRITTEN) == 9
 
 
 def test_the_parser_refuses_a_block_without_a_place():
@@ -137,6 +149,14 @@ def test_the_worked_example_adds_a_slot_the_cpu_suite_passes(tmp_path):
     assert states[("reference", "cpu", "pass")] > 0 and states[("triton", "interpreter",
                                                                  "pass")] > 0, states
     assert not {s for _, _, s in states} & {"fail", "crash"}, states
+
+    awaiting = run_pytest(tree, *AWAITING, "-q", timeout=600)
+    assert awaiting.returncode == 0 and "2 passed" in awaiting.stdout, awaiting.stdout[-3000:]
+    stale = run_pytest(tree, RECORDS, "-q", timeout=600)
+    problems = [line for line in stale.stdout.splitlines() if "re-record on a declared GPU" in line]
+    assert stale.returncode == 1 and len(problems) >= 20, stale.stdout[-3000:]
+    unlisted = [line for line in problems if SLOT in line]
+    assert not unlisted, f"the new variant must be listed as awaiting its record: {unlisted}"
 
     verdict = re.search(rf"^{SLOT} +negative-int4_full_range +(.+)$", done.stdout, re.M)
     assert verdict and verdict[1].startswith("rejected by exact on "), tail
