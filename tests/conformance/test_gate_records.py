@@ -96,9 +96,9 @@ def _declared_order_problems(keys_by_module: list[tuple[str, str]]) -> list[str]
 _SCAN_ORDER = textwrap.dedent("""
     from conformance.gate import in_tree_targets
     from libreyolo.kernels import registered
-    modules = {(i.op, i.name): i.fn.__module__
-               for t in in_tree_targets() for i in registered(t.slot)}
-    for t in in_tree_targets():
+    targets = in_tree_targets()
+    modules = {(i.op, i.name): i.fn.__module__ for t in targets for i in registered(t.slot)}
+    for t in targets:
         print(t.key, modules[(t.slot, t.impl)])
 """)
 
