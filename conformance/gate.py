@@ -60,8 +60,10 @@ def import_package(package: str = IN_TREE_PACKAGE) -> list[str]:
     import, but only if it registers nothing: registrations live in modules that import without
     those dependencies, so a machine without them cannot make the scan see less.
     """
-    from libreyolo.kernels.providers import OPTIONAL_DEPENDENCIES
+    from libreyolo.kernels import providers, registry
 
+    # the providers first, in their declared order, so the scan registers them as a run does
+    providers.import_in_tree(registry.loading)
     root = importlib.import_module(package)
     names = [package]
     for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
@@ -70,7 +72,7 @@ def import_package(package: str = IN_TREE_PACKAGE) -> list[str]:
         try:
             importlib.import_module(info.name)
         except ModuleNotFoundError as exc:
-            if (exc.name or "").split(".")[0] not in OPTIONAL_DEPENDENCIES:
+            if (exc.name or "").split(".")[0] not in providers.OPTIONAL_DEPENDENCIES:
                 raise
             spec = importlib.util.find_spec(info.name)
             source = Path(spec.origin).read_text()

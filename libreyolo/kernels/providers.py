@@ -74,12 +74,18 @@ def _warn(module: str, exc: BaseException) -> None:
     )
 
 
-def import_providers(loading: Callable[[str], AbstractContextManager]) -> None:
-    """Import every in-tree provider, then the entry points of ``libreyolo.kernels``, then
-    ``libreyolo_kernels`` if it is installed; ``loading(origin)`` tags their registrations."""
+def import_in_tree(loading: Callable[[str], AbstractContextManager]) -> None:
+    """Import the in-tree providers in ``IN_TREE_PROVIDERS`` order, which is their selection
+    order (newest registration first): every caller that imports them goes through here."""
     with loading(IN_TREE):
         for module in IN_TREE_PROVIDERS:
             _import(module)
+
+
+def import_providers(loading: Callable[[str], AbstractContextManager]) -> None:
+    """Import every in-tree provider, then the entry points of ``libreyolo.kernels``, then
+    ``libreyolo_kernels`` if it is installed; ``loading(origin)`` tags their registrations."""
+    import_in_tree(loading)
     with loading(ENTRY_POINT):
         for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             _attempt(f"entry point {entry_point.name} = {entry_point.value}",

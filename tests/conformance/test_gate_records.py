@@ -107,11 +107,7 @@ _SCAN_ORDER = textwrap.dedent("""
 #: package in name order, so under a reference-only selection (which imports no provider) `hub`
 #: registers below `triton`. The fix (the scan imports `IN_TREE_PROVIDERS` first, in order) changes
 #: digested sources and waits for the next re-record on the GPU.
-_SCAN_ORDER_ISSUE = pytest.mark.xfail(strict=True, reason="issue 34: the gate's scan imports "
-                                      "providers in name order under a reference-only selection")
-
-
-@pytest.mark.parametrize("selection", [pytest.param("reference", marks=_SCAN_ORDER_ISSUE), None])
+@pytest.mark.parametrize("selection", ["reference", None])
 def test_the_scan_keeps_the_declared_provider_order_whatever_the_selection(selection):
     """A reference-only selection imports no provider, so the scan must import them in
     IN_TREE_PROVIDERS' order, not the package's name order (`hub` would land below `triton`)."""
