@@ -4,14 +4,14 @@ and whether its backward wants one level a program.
     python benchmarks/sweep_ms_deform_attn_blocks.py OUT.json [--iters 30] [--split]
 
 The kernels cover ``BLOCK_Q`` queries x ``BLOCK_C`` channels per program
-(``triton_provider._blocks``: 512 elements, so 32 queries at 16 channels). A decoder call of 300
+(``triton_common.blocks``: 512 elements, so 32 queries at 16 channels). A decoder call of 300
 queries and 16 heads then runs 160 programs on 132 SMs, one wave with little in flight; smaller
 blocks give more, shorter programs. For every medium and large case of the classic and ragged
 shape sets and each candidate block (at most the shipped tile), this times CUDA-graph replays of
 the forward and of forward+backward (``bench_ms_deform_attn.time_graph_ms``: GPU work only) and
 checks the forward against the shipped block's output (same kernel, other tiling: equal up to
 the order of float32 sums, which does not change with the query block, so bit-equal). It changes
-nothing in the package: the choice it supports is made in ``triton_provider._blocks`` and
+nothing in the package: the choice it supports is made in ``triton_common.blocks`` and
 recorded in ``benchmarks/NOTES.md``.
 
 ``--split`` adds, for every block, the classic backward with its levels split over programs
@@ -41,6 +41,7 @@ from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
 from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import memo  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import ragged_triton_provider as ragged  # noqa: E402
+from libreyolo.kernels.attention.ms_deform_attn import triton_common as common  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic  # noqa: E402
 
 CANDIDATES = (4, 8, 16, 32, 64)
@@ -54,13 +55,13 @@ def _with_block(block_q: int | None, split: str | None = None):
     """Make the kernels plan with this query block (None: the shipped rule) and levels split
     over the backward's programs or not (None: the shipped rule)."""
     shipped = _with_block.shipped
-    classic._blocks = shipped if block_q is None else (
+    common.blocks = shipped if block_q is None else (
         lambda channels: (min(block_q, shipped(channels)[0]), shipped(channels)[1]))
     classic.SPLIT_LEVELS_BELOW = SPLITS[split]
     memo._plans.clear()
 
 
-_with_block.shipped = classic._blocks
+_with_block.shipped = common.blocks
 
 
 def _classic(case):

@@ -20,7 +20,7 @@ median over the steps (a sync every 20 steps, as a model's queue would drain), Â
   dispatch, the plan lookup and the Function's apply too): each wrapped for the run, and counted
   only while our forward or backward runs. A host-bound call's forward allocates the backward's
   buffers and its kernel zeroes the value gradient
-  (``triton_provider.GRADIENTS_IN_FORWARD_BELOW``), so which side pays for them shows here.
+  (``triton_common.GRADIENTS_IN_FORWARD_BELOW``), so which side pays for them shows here.
 
 A wrapped call costs two clock reads more than it does unwrapped (~0.1 Âµs). NOTES.md, "MSDA v8",
 has the first table this measured (by an ad-hoc script of the same method). On a CPU it runs under

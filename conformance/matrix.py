@@ -8,6 +8,8 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from libreyolo.kernels.capabilities import described
+
 STATES = ("pass", "fail", "not-applicable", "crash")
 #: What tables count: the states, with the not-applicable cells outside an implementation's own
 #: declaration (`declined_by == "declaration"`) apart from the others (environment, catalogue,
@@ -126,8 +128,7 @@ def declaration_lines(declarations: dict) -> list[str]:
     lines = []
     for key, entry in sorted(declarations.items()):
         declared = entry["declared"]
-        said = "; ".join(f"{k} {', '.join(v)}" for k, v in declared.items() if v is not None) \
-            if declared else ""
+        said = described(declared) if declared else ""
         held = "; ".join(f"{k} {', '.join(v)}" for k, v in entry["held_to"].items())
         bar = ("held to the catalogue (in tree)" if entry["bar"] == "catalogue" and declared
                else "held to the catalogue" if entry["bar"] == "catalogue"

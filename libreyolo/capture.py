@@ -18,6 +18,8 @@ import threading
 
 import torch
 
+from libreyolo.deprecated import moved
+
 EXPORT, COMPILE = "export", "compile"
 
 
@@ -72,13 +74,17 @@ def _onnx_export_flag():
 _in_onnx_export = _onnx_export_flag()
 
 
-#: The decline reason accelerated implementations give while a graph is captured.
+#: Why an implementation declaring ``traced=False`` (``libreyolo.kernels.Capabilities``) declines
+#: a call while a graph is captured.
 CAPTURE_REASON = "a graph is being captured (trace/compile/export): it must keep the portable path"
 
 
-def capture_reason() -> str | None:
-    """``CAPTURE_REASON`` while a graph is captured, else None."""
+def _capture_reason() -> str | None:
+    """declare Capabilities(traced=False) when registering, or ask is_capturing()."""
     return CAPTURE_REASON if is_capturing() else None
+
+
+__getattr__ = moved(__name__, {"capture_reason": _capture_reason})
 
 
 _no_reads = threading.local()

@@ -1,11 +1,12 @@
 """What an implementation declares it supports, as data, when it registers.
 
 In the spirit of xformers' operator attributes (supported devices, dtypes, ...) and the Hub
-kernels' modes: one frozen value, ``Capabilities(devices=, dtypes=, modes=, layouts=)``, where a
-dimension left ``None`` restricts nothing. The registry declines an input outside the declaration
-with a reason derived from it (``declared unsupported (dtype float16 not in declared dtypes
-float32)``), before the implementation's own ``accepts``; the conformance suite reads the same
-value for its expectations (docs/conformance.md). Modes and layouts are the suite's:
+kernels' modes: one frozen value, ``Capabilities(devices=, dtypes=, modes=, layouts=, traced=)``,
+where a dimension left ``None`` (``traced``: True) restricts nothing. The registry declines an
+input outside the declaration with a reason derived from it (``declared unsupported (dtype
+float16 not in declared dtypes float32)``), before the implementation's own ``accepts``; the
+conformance suite reads the same value for its expectations (docs/conformance.md). Modes and
+layouts are the suite's:
 
 * modes: ``cpu`` (CPU tensors), ``interpreter`` (CPU tensors while ``TRITON_INTERPRET`` is set),
   ``cuda`` (CUDA tensors, eager) and ``cuda-graph`` (CUDA tensors while a CUDA graph is
@@ -13,6 +14,10 @@ value for its expectations (docs/conformance.md). Modes and layouts are the suit
 * layouts: ``contiguous`` (row-major), ``transposed`` (dense but permuted: reversed strides,
   channels-last) and ``gapped`` (a view that skips or repeats elements). Every tensor argument
   must have a declared layout.
+* traced: ``False`` declines every call while a graph is traced, compiled or exported
+  (``libreyolo.capture.is_capturing``), so an exported graph keeps the portable math. The
+  registry asks no implementation while a graph is captured; this holds the same for the callers
+  that ask one directly (the slot's operator, the suite, a backend's own code).
 
 The check costs nothing for an implementation that declares nothing, and looks only at tensors.
 """
@@ -25,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
+
+from libreyolo.capture import CAPTURE_REASON, is_capturing
 
 from . import settings
 from .slots import LAYOUTS, get_slot
@@ -87,17 +94,24 @@ class Capabilities:
     ``devices``: torch device types (``"cpu"``, ``"cuda"``, ...); ``dtypes``: ``torch.dtype``
     values, compared with a call's dtype (its ``dtype`` argument where the slot has one, as the
     unpack slots do, else its first tensor's); ``modes`` and ``layouts``: names from ``MODES``
-    and ``LAYOUTS`` (the module docstring says what each means).
+    and ``LAYOUTS``; ``traced``: whether it runs while a graph is captured (the module docstring
+    says what each means).
     """
 
     devices: frozenset | None = None
     dtypes: frozenset | None = None
     modes: frozenset | None = None
     layouts: frozenset | None = None
+    traced: bool = True
     #: Worked out once for `decline`: the device types whose modes the declaration tells apart
     #: (only there is a call's mode looked up), and whether layouts restrict anything.
     _split_devices: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
     _checks_layouts: bool = field(default=False, init=False, repr=False, compare=False)
+    #: ... whether it restricts anything but tracing, and whether CPU and CUDA tensors are taken
+    #: (read from a tensor's ``is_cpu``/``is_cuda``: ``t.device`` builds an object per call)
+    _restricts: bool = field(default=False, init=False, repr=False, compare=False)
+    _cpu_ok: bool = field(default=True, init=False, repr=False, compare=False)
+    _cuda_ok: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for argument in ("devices", "dtypes", "modes", "layouts"):
@@ -108,6 +122,8 @@ class Capabilities:
             if not isinstance(dtype, torch.dtype):
                 raise TypeError(f"dtypes: expected torch.dtype values, got {dtype!r} "
                                 f"({type(dtype).__name__})")
+        if not isinstance(self.traced, bool):
+            raise TypeError(f"traced: expected True or False, got {self.traced!r}")
         _checked_names("modes", self.modes or frozenset(), MODES)
         _checked_names("layouts", self.layouts or frozenset(), LAYOUTS)
         for mode in self.modes or ():
@@ -119,18 +135,25 @@ class Capabilities:
                 MODE_DEVICES[m] for m in MODES if m not in self.modes))
         object.__setattr__(self, "_checks_layouts",
                            self.layouts is not None and len(self.layouts) < len(LAYOUTS))
+        object.__setattr__(self, "_restricts", self.devices is not None or self.dtypes is not None
+                           or self.modes is not None or self._checks_layouts)
+        if self.devices is not None:
+            object.__setattr__(self, "_cpu_ok", "cpu" in self.devices)
+            object.__setattr__(self, "_cuda_ok", "cuda" in self.devices)
 
     def as_dict(self) -> dict:
-        """Each dimension as a sorted list of names, or None (no restriction): JSON-ready."""
+        """Each dimension as a sorted list of names, or None (no restriction), and ``traced``
+        when it restricts (False): JSON-ready."""
         orders = {"modes": MODES, "layouts": LAYOUTS}
-        return {name: None if (values := getattr(self, name)) is None
-                else _ordered(values, orders.get(name, ()))
-                for name in ("devices", "dtypes", "modes", "layouts")}
+        out = {name: None if (values := getattr(self, name)) is None
+               else _ordered(values, orders.get(name, ()))
+               for name in ("devices", "dtypes", "modes", "layouts")}
+        if not self.traced:
+            out["traced"] = False
+        return out
 
     def __str__(self) -> str:
-        parts = [f"{name} {', '.join(values)}" for name, values in self.as_dict().items()
-                 if values is not None]
-        return "; ".join(parts) or "no restriction"
+        return described(self.as_dict())
 
     def mode_decline(self, mode: str) -> str | None:
         """Why a call in ``mode`` (one of MODES) is outside the declaration (None: inside)."""
@@ -145,21 +168,24 @@ class Capabilities:
         """Why this call of slot ``op`` is outside the declaration (None: inside it). ``mode``
         defaults to the call's own: its first tensor's device, the interpreter setting and
         whether a CUDA graph is being captured."""
-        if self.devices is None and self.dtypes is None and self.modes is None and \
-                not self._checks_layouts:
+        if not self.traced and is_capturing():
+            return f"{DECLARED} ({CAPTURE_REASON})"
+        if not self._restricts:
             return None
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensors = [*filter(_is_tensor, args)]
         if kwargs:
-            tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+            tensors += filter(_is_tensor, kwargs.values())
         if not tensors:
             return None
         if self.devices is not None:
             for t in tensors:
-                if t.device.type not in self.devices:
+                if not (self._cuda_ok if t.is_cuda else self._cpu_ok if t.is_cpu
+                        else t.device.type in self.devices):
                     return (f"{DECLARED} (device {t.device.type} not in declared devices "
                             f"{_names(self.devices)})")
         if self.modes is not None:
-            device = tensors[0].device.type
+            first = tensors[0]
+            device = "cuda" if first.is_cuda else "cpu" if first.is_cpu else first.device.type
             if mode is None and device in self._split_devices:
                 mode = _call_mode(device)
             if mode is not None and mode not in self.modes:
@@ -176,6 +202,20 @@ class Capabilities:
                     return (f"{DECLARED} (layout {layout} not in declared layouts "
                             f"{_names(self.layouts, LAYOUTS)})")
         return None
+
+
+#: ``isinstance(a, torch.Tensor)`` as one C function, for ``filter``
+_is_tensor = torch.Tensor.__instancecheck__
+
+
+def described(declared: dict) -> str:
+    """A declaration's ``as_dict()`` (or its JSON) in words, as the CLI and the suite print it:
+    ``devices cpu, cuda; modes interpreter, cuda, cuda-graph; not traced``."""
+    parts = [f"{name} {', '.join(values)}" for name, values in declared.items()
+             if isinstance(values, list)]
+    if declared.get("traced") is False:
+        parts.append("not traced")
+    return "; ".join(parts) or "no restriction"
 
 
 def _call_mode(device: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from . import settings
+from .capabilities import described
 from .providers import PACKAGE
 from .registry import Implementation, explain, loading
 from .slots import SLOTS
@@ -74,9 +75,7 @@ def _print_text(data: dict) -> None:
                 status = f"declines: {impl['reason']}"
             print(f"  {impl['name']:<16} {impl['origin']:<12} {status}")
             if impl["capabilities"] is not None:
-                declared = "; ".join(f"{k} {', '.join(v)}"
-                                     for k, v in impl["capabilities"].items() if v is not None)
-                print(f"  {'':<16} {'':<12} declares {declared or 'no restriction'}")
+                print(f"  {'':<16} {'':<12} declares {described(impl['capabilities'])}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -513,19 +513,39 @@ def decline_reason(op: str, name: str, *args, **kwargs) -> str | None:
     return f"no implementation named {name!r} is registered for {op}"
 
 
-def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | None:
-    """The declaration's or ``accepts``' answer as a reason (None: taken); a wrong kind of answer
-    is a reason too."""
+def answer(impl: Implementation, args: tuple, kwargs: dict | None = None):
+    """What ``impl`` answers this call before it runs, as ``dispatch`` asks it: its declared
+    capabilities' decline (a reason), else its ``accepts``' answer (None, a reason or a
+    ``Prepared`` plan). For a caller that runs one implementation's kernels itself (the fused
+    FP8 linear) and must hear the same declines."""
+    kwargs = kwargs or {}
     if impl.capabilities is not None:
         declared = impl.capabilities.decline(impl.op, args, kwargs)
         if declared is not None:
             return declared
-    if impl.accepts is None:
+    return None if impl.accepts is None else impl.accepts(*args, **kwargs)
+
+
+def planned(impl: Implementation, args: tuple, kwargs: dict | None = None):
+    """What a direct call of ``impl`` (no ``prepared`` plan given) runs on: ``answer``'s plan, or
+    None. A decline raises, since nothing falls back: the slot's own error for a bad input (its
+    validator, as ``dispatch``'s judge: the same error on every path), else a ``ValueError``
+    naming the implementation and the reason."""
+    kwargs = kwargs or {}
+    given = answer(impl, args, kwargs)
+    if not isinstance(given, str):
+        return given
+    if graph_capture() is None:  # a traced input is no input to validate
+        _judge(impl.op, args, kwargs)
+    raise ValueError(f"{impl.op} {impl.name} implementation declines this input: {given}")
+
+
+def _input_decline(impl: Implementation, args: tuple, kwargs: dict) -> str | None:
+    """``answer`` as a reason (None: taken); a wrong kind of answer is a reason too."""
+    given = answer(impl, args, kwargs)
+    if given is None or isinstance(given, Prepared):
         return None
-    answer = impl.accepts(*args, **kwargs)
-    if answer is None or isinstance(answer, Prepared):
-        return None
-    return answer if isinstance(answer, str) else _bad_answer(answer)
+    return given if isinstance(given, str) else _bad_answer(given)
 
 
 def _bad_answer(answer: object) -> str:

@@ -14,6 +14,7 @@ import torch
 
 from libreyolo.quant import quantizers
 from libreyolo.quant.numerics import canonical_nan_like
+from libreyolo.quant.straight_through import StraightThrough
 
 
 def _forward_values(x: torch.Tensor, result: quantizers.Quantized) -> torch.Tensor:
@@ -22,19 +23,22 @@ def _forward_values(x: torch.Tensor, result: quantizers.Quantized) -> torch.Tens
     return torch.where(torch.isnan(x), canonical_nan_like(x.dtype, x.device), out)
 
 
-class _StraightThrough(torch.autograd.Function):
-    """Forward: ``_forward_values``. Backward: grad where mask, else 0."""
+class _QuantizerStep:
+    """The straight-through step of a reference: forward ``_forward_values``, backward the
+    gradient where the quantizer's mask is set, else 0."""
 
     @staticmethod
-    def forward(ctx, x, quantizer, args, kwargs):
+    def forward(x, quantizer, args, kwargs):
         result = quantizer(x, *args, **kwargs)
-        ctx.save_for_backward(result.mask)
-        return _forward_values(x, result)
+        return _forward_values(x, result), (result.mask,), None
 
     @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return torch.where(mask, grad, 0.0), None, None, None
+    def backward(saved, state, grad, *extra):
+        (mask,) = saved
+        return torch.where(mask, grad, 0.0)
+
+
+_QUANTIZER_STEP = _QuantizerStep()
 
 
 def _fake_quant(quantizer: Callable[..., quantizers.Quantized], x, *args, **kwargs):
@@ -42,7 +46,7 @@ def _fake_quant(quantizer: Callable[..., quantizers.Quantized], x, *args, **kwar
     ``torch.jit.trace`` records as an opaque ``prim::PythonOp`` and the ONNX exporters cannot
     translate, so an inference input (finalized models, exports) gets the plain tensor math."""
     if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
-        return _StraightThrough.apply(x, quantizer, args, kwargs)
+        return StraightThrough.apply(x, _QUANTIZER_STEP, quantizer, args, kwargs)
     return _forward_values(x, quantizer(x, *args, **kwargs))
 
 

@@ -35,6 +35,7 @@ from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo  # no
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as ragged,
 )
+from libreyolo.kernels.attention.ms_deform_attn import triton_common as common  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     triton_provider as classic,
 )
@@ -368,7 +369,7 @@ def test_nan_in_value_leaves_the_value_gradient_as_it_was(deterministic_mode):
 # -- buffers, modes mixed, second backward -----------------------------------------------------
 
 def gradients_in_forward(monkeypatch, yes: bool) -> None:
-    monkeypatch.setattr(classic, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
+    monkeypatch.setattr(common, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
 
 
 IN_FORWARD = pytest.mark.parametrize("in_forward", [True, False],
@@ -404,8 +405,8 @@ def test_every_gradient_element_is_stored(monkeypatch, slot, in_forward, determi
 def test_the_stored_check_catches_a_conversion_one_block_short(monkeypatch, deterministic_mode):
     """Negative control: the int64 -> float32 pass launched one program short."""
     monkeypatch.setattr(deterministic, "CONVERT_BLOCK", 64)
-    cdiv = deterministic._cdiv
-    monkeypatch.setattr(deterministic, "_cdiv",
+    cdiv = deterministic.cdiv
+    monkeypatch.setattr(deterministic, "cdiv",
                         lambda n, block: cdiv(n, block) - (block == 64))
     assert unstored(monkeypatch, "classic") == ["value"]
 

@@ -22,10 +22,12 @@ from conformance.ms_deform_attn.cases import (  # noqa: E402
     make_inputs,
 )
 from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,  # noqa: E402
     memo,  # noqa: E402
+    triton_common,  # noqa: E402
     triton_provider,  # noqa: E402
 )
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
@@ -33,9 +35,10 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
 )
 from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402
     accepts,
-    environment_ok,
     ms_deform_attn_triton,
+    triton_ready,
 )
+from libreyolo.kernels.registry import answer  # noqa: E402
 
 from . import unfilled_buffers  # noqa: E402
 from .call_sites import CALL_SITES, native_inputs  # noqa: E402
@@ -45,7 +48,7 @@ SMALL_CASES = load_cases(sizes=("small",))
 
 
 def test_the_environment_check_passes_under_the_interpreter():
-    assert environment_ok()
+    assert triton_ready() is True
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
@@ -184,9 +187,10 @@ def test_new_sizes_written_into_the_same_tensor_take_effect():
 
 def test_declines_while_a_graph_is_captured():
     inputs = make_inputs(SMALL_CASES[0])
+    (impl,) = [i for i in registered("ms_deform_attn") if i.name == "triton"]
     reasons = []
-    torch.jit.trace(lambda v: reasons.append(accepts(v, *inputs[1:])) or v, (inputs[0],))
-    assert reasons and "captured" in reasons[0]
+    torch.jit.trace(lambda v: reasons.append(answer(impl, (v, *inputs[1:]))) or v, (inputs[0],))
+    assert reasons and reasons[0].startswith("declared unsupported (a graph is being captured")
 
 
 @pytest.mark.parametrize("site", CALL_SITES, ids=lambda s: s.name)
@@ -237,7 +241,7 @@ def test_a_call_through_the_helper_validates_once(monkeypatch):
 
 
 # The backward kernel stores every location and weight gradient once, so their buffers start
-# unfilled (``triton_provider.stored_by_kernel``). Two query blocks per (batch, head) (BLOCK_Q is
+# unfilled (``triton_common.stored_by_kernel``). Two query blocks per (batch, head) (BLOCK_Q is
 # 32 at 8 channels), samples outside the levels and a non-finite location: the masked paths
 # must store their zeros too.
 EVERY_GRADIENT_CASE = Case("every_gradient_stored", "test", "small", batch=2,
@@ -278,7 +282,7 @@ def split_levels(monkeypatch, split: bool) -> None:
 
 def gradients_in_forward(monkeypatch, yes: bool) -> None:
     """Make every plan's forward allocate the gradient buffers (or leave them to the backward)."""
-    monkeypatch.setattr(triton_provider, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
+    monkeypatch.setattr(triton_common, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
 
 
 IN_FORWARD = pytest.mark.parametrize("in_forward", [True, False],
@@ -315,13 +319,13 @@ def test_the_stored_gradient_check_catches_zeroing_runs_one_block_short(monkeypa
     """Negative control: each program's run of zeros one ``ZERO_BLOCK`` short leaves a gap
     before the next program's."""
     gradients_in_forward(monkeypatch, True)
-    zeroing = triton_provider.forward_zeroing
+    zeroing = triton_common.forward_zeroing
 
     def short(*args):
         count, share = zeroing(*args)
-        return count, share - triton_provider.ZERO_BLOCK
+        return count, share - triton_common.ZERO_BLOCK
 
-    monkeypatch.setattr(triton_provider, "forward_zeroing", short)
+    monkeypatch.setattr(triton_common, "forward_zeroing", short)
     assert unstored_gradients(monkeypatch, ZEROING_CASE) == ["value"]
 
 
@@ -354,7 +358,7 @@ def test_a_graph_differentiated_twice_gives_equal_gradients_and_keeps_the_first(
 def test_the_second_backward_check_catches_buffers_reused(monkeypatch, fresh_plans):
     """Negative control: the forward's buffers kept for every backward (never handed over)."""
     gradients_in_forward(monkeypatch, True)
-    handed_over = triton_provider.gradients
+    handed_over = triton_common.gradients
 
     def reusing(launch_for, ctx, grad_out):
         buffers = ctx.buffers
@@ -363,7 +367,7 @@ def test_the_second_backward_check_catches_buffers_reused(monkeypatch, fresh_pla
         finally:
             ctx.buffers = buffers
 
-    monkeypatch.setattr(triton_provider, "gradients", reusing)
+    monkeypatch.setattr(triton_common, "gradients", reusing)
     assert second_backward_problems() == ["value: the first gradient changed",
                                           "value: the second gradient differs"]
 
@@ -396,7 +400,7 @@ def test_the_stored_gradient_check_catches_a_launch_that_skips_queries(monkeypat
     """Negative control: a grid one query block short leaves the last block's gradients as the
     buffers started."""
     split_levels(monkeypatch, split)
-    monkeypatch.setattr(triton_provider, "_cdiv", lambda n, block: max(1, -(-n // block) - 1))
+    monkeypatch.setattr(triton_provider, "cdiv", lambda n, block: max(1, -(-n // block) - 1))
     assert unstored_gradients(monkeypatch) == ["sampling_locations", "attention_weights"]
 
 

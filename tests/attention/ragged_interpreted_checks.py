@@ -31,8 +31,9 @@ from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as provider,
 )
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
-    triton_provider as classic,
+    triton_common as common,
 )
+from libreyolo.kernels.registry import answer  # noqa: E402
 
 from . import unfilled_buffers  # noqa: E402
 from .ragged_checks import discrete_sum_excess, pixel_mismatches  # noqa: E402
@@ -155,11 +156,20 @@ def _many_points():
 ], ids=["float64", "int32-shapes", "mixed-dtypes", "meta-device", "levels", "points",
         "tensor-shapes-layout", "tensor-shapes-method"])
 def test_declines_what_it_does_not_take_with_a_reason(args, reason_words):
+    """A direct call cannot fall back: it raises what the portable path raises for an input that
+    path rejects (the same error on every path), else a ValueError naming the decline."""
     inputs = args()
     reason = provider.accepts(*inputs)
     assert isinstance(reason, str) and reason_words in reason
-    with pytest.raises(ValueError, match="declines"):
-        KERNEL(*inputs)
+    try:
+        ms_deform_attn_ragged_portable(*inputs)
+    except (TypeError, ValueError) as rejected:
+        with pytest.raises(type(rejected)) as raised:
+            KERNEL(*inputs)
+        assert str(raised.value) == str(rejected)
+    else:
+        with pytest.raises(ValueError, match="declines"):
+            KERNEL(*inputs)
 
 
 @pytest.mark.parametrize(("change", "error"), [
@@ -180,13 +190,13 @@ def test_bad_input_raises_the_portable_paths_error(change, error):
 def test_declines_while_a_graph_is_captured():
     inputs = draw_inputs(SMALL[0].params)
     reasons = []
-    torch.jit.trace(lambda v: reasons.append(provider.accepts(v, *inputs[1:])) or v,
+    torch.jit.trace(lambda v: reasons.append(answer(provider.REGISTERED, (v, *inputs[1:]))) or v,
                     (inputs[0],))
-    assert reasons and "captured" in reasons[0]
+    assert reasons and reasons[0].startswith("declared unsupported (a graph is being captured")
 
 
 # The backward kernel stores every weight gradient, and in bilinear mode every location gradient,
-# once, so their buffers start unfilled (``triton_provider.stored_by_kernel``). Two query blocks
+# once, so their buffers start unfilled (``triton_common.stored_by_kernel``). Two query blocks
 # per (batch, head) at 8 channels, a level without points, samples outside the levels.
 EVERY_GRADIENT_PARAMS = {"batch": 2, "levels": [[3, 5], [2, 2], [1, 3]], "heads": 2,
                          "channels": 8, "points": [3, 0, 2], "queries": 37,
@@ -219,7 +229,7 @@ IN_FORWARD = pytest.mark.parametrize("in_forward", [True, False],
 def gradients_in_forward(monkeypatch, yes: bool) -> None:
     """Make every plan's forward allocate the gradient buffers (or leave them to the backward):
     the ragged plans follow the classic provider's threshold."""
-    monkeypatch.setattr(classic, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
+    monkeypatch.setattr(common, "GRADIENTS_IN_FORWARD_BELOW", 2**62 if yes else 0)
 
 
 @IN_FORWARD
@@ -251,5 +261,5 @@ def test_the_stored_gradient_check_catches_a_launch_that_skips_queries(monkeypat
                                                                       method, unstored):
     """Negative control: a grid one query block short leaves the last block's gradients as the
     buffers started."""
-    monkeypatch.setattr(classic, "_cdiv", lambda n, block: max(1, -(-n // block) - 1))
+    monkeypatch.setattr(provider, "cdiv", lambda n, block: max(1, -(-n // block) - 1))
     assert unstored_gradients(monkeypatch, method) == unstored

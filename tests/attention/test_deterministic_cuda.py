@@ -28,6 +28,7 @@ pytestmark = [
 ]
 
 classic = pytest.importorskip("libreyolo.kernels.attention.ms_deform_attn.triton_provider")
+common = pytest.importorskip("libreyolo.kernels.attention.ms_deform_attn.triton_common")
 ragged = pytest.importorskip("libreyolo.kernels.attention.ms_deform_attn.ragged_triton_provider")
 deterministic = pytest.importorskip("libreyolo.kernels.attention.ms_deform_attn.deterministic")
 
@@ -193,7 +194,7 @@ def test_a_launch_shared_by_the_two_modes_gives_wrong_gradients(monkeypatch):
             launch_plan.backward_launch = classic.Launcher(
                 classic._kernels().ms_deform_attn_bwd_kernel, launch_plan.backward_grid,
                 *tensors, *launch_plan.sizes, **launch_plan.constants,
-                SPLIT_LEVELS=launch_plan.split_levels, num_warps=classic.NUM_WARPS)
+                SPLIT_LEVELS=launch_plan.split_levels, num_warps=common.NUM_WARPS)
         return launch_plan.backward_launch
 
     classic.memo._plans.clear()

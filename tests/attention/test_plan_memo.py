@@ -67,8 +67,9 @@ def test_changed_metadata_is_planned_again(planned, monkeypatch):
         (ragged_inputs(), "bilinear"), (ragged_inputs(), "discrete"),
         (ragged_inputs((2, 3)), "bilinear"))}
     assert len(plans) == 3 and planned["ragged"] == 3
-    monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors are no longer the kernels'
-    assert isinstance(classic.accepts(*classic_inputs()), str)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # another setting: another plan
+    classic.accepts(*classic_inputs())
+    assert planned["classic"] == 4
 
 
 def test_bad_input_still_raises_after_a_good_one_was_remembered():

@@ -1,14 +1,14 @@
 """Shared by the classic and ragged interpreter checks of the gradient buffers: does a backward
-store every element of those allocated unfilled (``triton_provider.stored_by_kernel``), does a
+store every element of those allocated unfilled (``triton_common.stored_by_kernel``), does a
 forward zero every element of the value gradient it allocated unfilled
-(``triton_provider.zeroed_by_forward``), and does a buffer the forward allocated serve one
+(``triton_common.zeroed_by_forward``), and does a buffer the forward allocated serve one
 backward only?"""
 
 from __future__ import annotations
 
 import torch
 
-from libreyolo.kernels.attention.ms_deform_attn import triton_provider
+from libreyolo.kernels.attention.ms_deform_attn import triton_common
 
 GRADIENTS = ("value", "sampling_locations", "attention_weights")
 
@@ -21,9 +21,9 @@ def unstored_gradients(monkeypatch, backward_of, inputs, grad) -> list[str]:
     sampling's locations) is not compared."""
     runs = []
     for fill in (0.0, float("nan")):
-        monkeypatch.setattr(triton_provider, "stored_by_kernel",
+        monkeypatch.setattr(triton_common, "stored_by_kernel",
                             lambda like, fill=fill: torch.full_like(like, fill))
-        monkeypatch.setattr(triton_provider, "zeroed_by_forward",
+        monkeypatch.setattr(triton_common, "zeroed_by_forward",
                             lambda like, fill=fill: torch.full_like(like, fill,
                                                                     dtype=torch.float32))
         leaves = [t.detach().clone().requires_grad_() for t in inputs]
@@ -37,7 +37,7 @@ def unstored_gradients(monkeypatch, backward_of, inputs, grad) -> list[str]:
 def second_backward_problems(backward_of, inputs, grad) -> list[str]:
     """What differs when one graph is differentiated twice (``retain_graph``): a gradient of the
     second backward unequal to the first's, or one of the first's changed by the second. The
-    forward allocates a host-bound call's buffers (``triton_provider.keep_for_backward``); if
+    forward allocates a host-bound call's buffers (``triton_common.keep_for_backward``); if
     the second backward reused them, its value gradient would add onto the first's, in the tensor
     the caller holds. Bit for bit: the interpreter runs the atomic adds in one order."""
     leaves = [t.detach().clone().requires_grad_() for t in inputs]

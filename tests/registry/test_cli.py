@@ -81,7 +81,8 @@ def test_a_decline_names_the_part_of_the_condition_that_failed():
     done = run_cli("--json")
     rows = {i["name"]: i for i in json.loads(done.stdout)["slots"]["fake_quant_fp8"]
             ["implementations"]}
-    assert rows["triton"]["reason"].endswith("no CUDA device")
+    assert rows["triton"]["reason"].endswith(
+        "no CUDA device, and TRITON_INTERPRET=1 (the interpreter, on CPU tensors) is not set")
 
 
 def test_import_registers_a_package_before_the_report(tmp_path):
@@ -109,7 +110,9 @@ def test_json_report_shows_each_declaration(tmp_path):
             ["implementations"]}
     assert rows["mine"]["capabilities"] == {"devices": None, "dtypes": ["float32"],
                                             "modes": ["cuda"], "layouts": None}
-    assert rows["triton"]["capabilities"] is None
+    assert rows["triton"]["capabilities"] == {  # the Triton kit's
+        "devices": ["cpu", "cuda"], "dtypes": None, "modes": ["interpreter", "cuda", "cuda-graph"],
+        "layouts": None, "traced": False}
     text = run_cli("--import", "my_backend", env=env)
     assert "declares dtypes float32; modes cuda" in text.stdout
 

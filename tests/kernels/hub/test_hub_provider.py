@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from conformance.ms_deform_attn.cases import load_cases, make_inputs
-from libreyolo.kernels import KernelDisabledWarning, decline_reason, settings
+from libreyolo.kernels import KernelDisabledWarning, decline_reason, registered, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider, maybe_ms_deform_attn
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 from libreyolo.kernels.hub import HubKernelRefused, lock
+from libreyolo.kernels.registry import answer
 
 SLOT = "ms_deform_attn"
 
@@ -88,7 +89,9 @@ def test_the_off_setting_takes_effect_on_the_next_call_without_loading(on_cpu, m
 def test_it_declines_what_the_compiled_op_is_not_taken_for(on_cpu):
     value, shapes, locations, weights = case_inputs()
     half = [t.half() for t in (value, locations, weights)]
-    assert "float32 only" in hub_provider.accepts(half[0], shapes, half[1], half[2])
+    (impl,) = [i for i in registered("ms_deform_attn") if i.name == "hub"]
+    assert "dtype float16 not in declared dtypes float32" in answer(
+        impl, (half[0], shapes, half[1], half[2]))
 
 
 def test_an_empty_input_gives_zeros_without_calling_the_op(on_cpu):
@@ -113,7 +116,8 @@ def test_an_empty_input_gives_zeros_without_calling_the_op(on_cpu):
 def test_it_declines_while_a_graph_is_captured(on_cpu, monkeypatch, check, flag):
     monkeypatch.setattr(check, flag)
     value, shapes, locations, weights = case_inputs()
-    assert "graph is being captured" in hub_provider.accepts(value, shapes, locations, weights)
+    (impl,) = [i for i in registered("ms_deform_attn") if i.name == "hub"]
+    assert "graph is being captured" in answer(impl, (value, shapes, locations, weights))
     assert hub_provider.kernel.cache_info().currsize == 0
 
 

@@ -19,8 +19,8 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from libreyolo.kernels.quant.execute.fp8_kernels import fp8_cast_kernel  # noqa: E402
-from libreyolo.kernels.quant.simulate.plan import InputKind  # noqa: E402
 from libreyolo.kernels.settings import interpreting  # noqa: E402
+from libreyolo.kernels.triton_kit import FloatKind  # noqa: E402
 
 CONVERSION = "cvt.rn.satfinite.e4m3x2.f32"
 POINTERS = {"x_ptr": "*i16", "scale_ptr": "*fp32", "codes_ptr": "*u8", "row_scale_ptr": "*fp32"}
@@ -40,7 +40,7 @@ def compiled(capability: int, hardware: bool, dynamic: bool):
         else:
             signature[name] = POINTERS.get(name, "i32")
             attrs[(i,)] = [["tt.divisibility", 16]]
-    constexprs.update(x_col_stride=1, IN_KIND=int(InputKind.of(torch.bfloat16)),
+    constexprs.update(x_col_stride=1, IN_KIND=int(FloatKind.of(torch.bfloat16)),
                       DYNAMIC=dynamic, BLOCK_R=1, BLOCK_C=4096, GELU=False, FMA_DIVISION=True,
                       HARDWARE_E4M3=hardware)
     source = ASTSource(fn=fp8_cast_kernel, signature=signature, constexprs=constexprs,

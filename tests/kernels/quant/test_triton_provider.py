@@ -15,8 +15,11 @@ import pytest
 import torch
 from triton_fq_inputs import ERRORS, make_arguments
 
+from libreyolo.kernels import registered
 from libreyolo.kernels.quant.simulate import triton_provider
 from libreyolo.kernels.quant.simulate.plan import PLANNERS
+from libreyolo.kernels.registry import answer
+from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import fake_quant as reference
 
 PROVIDER = "libreyolo.kernels.quant.simulate.triton_provider"
@@ -71,10 +74,15 @@ def _accepts(slot: str):
     return triton_provider._implementation(slot)[1]
 
 
-@pytest.mark.skipif(triton_provider.interpreting(), reason="CPU tensors are the interpreter's")
-def test_a_cpu_tensor_is_declined_for_the_compiled_kernels():
+def _registered(slot: str):
+    return next(impl for impl in registered(slot) if impl.name == "triton")
+
+
+@pytest.mark.skipif(interpreting(), reason="CPU tensors are the interpreter's")
+def test_a_cpu_tensor_is_declined_for_the_compiled_kernels_by_the_declared_modes():
     for _ in range(2):  # planned, then from the kept layout
-        assert "need a CUDA tensor" in _accepts("fake_quant_mxfp4_dynamic")(torch.randn(4, 64))
+        reason = answer(_registered("fake_quant_mxfp4_dynamic"), (torch.randn(4, 64),))
+        assert "mode cpu not in declared modes interpreter, cuda, cuda-graph" in reason
 
 
 def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
@@ -83,7 +91,7 @@ def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
     _accepts("fake_quant_fp8")(x)  # a layout kept for this description: capture still declines
 
     def quantize(x):
-        reasons.append(_accepts("fake_quant_fp8")(x))
+        reasons.append(answer(_registered("fake_quant_fp8"), (x,)))
         return x * 2
 
     torch.jit.trace(quantize, (x,))

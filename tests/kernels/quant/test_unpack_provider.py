@@ -18,6 +18,7 @@ from unpack_inputs import ERRORS, SLOTS, error_arguments, int_grouped_tables, mx
 from libreyolo.kernels import registered
 from libreyolo.kernels.quant.execute import unpack_plan, unpack_provider
 from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS, decline_reason
+from libreyolo.kernels.registry import answer
 from libreyolo.kernels.settings import interpreting
 from libreyolo.quant import packing as reference
 
@@ -78,9 +79,10 @@ def test_accepts_raises_the_reference_error_instead_of_declining(error_id):
 
 
 @pytest.mark.skipif(interpreting(), reason="CPU tensors are the interpreter's")
-def test_cpu_tensors_are_declined_for_the_compiled_kernel():
-    plan = PLANNERS["unpack_mxfp8"](*mx_table("unpack_mxfp8"))
-    assert "needs CUDA tensors" in decline_reason(plan)
+def test_cpu_tensors_are_declined_for_the_compiled_kernel_by_the_declared_modes():
+    (impl,) = [i for i in registered("unpack_mxfp8") if i.name == "triton"]
+    reason = answer(impl, mx_table("unpack_mxfp8"))
+    assert "mode cpu not in declared modes interpreter, cuda, cuda-graph" in reason
 
 
 def test_codes_and_scales_on_different_devices_are_the_callers_error_as_in_the_reference():
@@ -103,9 +105,10 @@ def test_a_scale_that_requires_grad_is_left_to_the_reference_which_keeps_autogra
 def test_graph_capture_is_declined_so_exports_keep_the_portable_math():
     reasons = []
     codes, scale, in_features = mx_table("unpack_mxfp4")
+    (impl,) = [i for i in registered("unpack_mxfp4") if i.name == "triton"]
 
     def unpack(scale_as_float):
-        reasons.append(decline_reason(PLANNERS["unpack_mxfp4"](codes, scale, in_features)))
+        reasons.append(answer(impl, (codes, scale, in_features)))
         return scale_as_float * 2
 
     torch.jit.trace(unpack, (scale.float(),))

@@ -5,7 +5,7 @@ the order of those adds changes run to run, and float addition is not associativ
 gradient's last bits do too (the location and weight gradients are stored once per point, and
 repeat). When ``torch.are_deterministic_algorithms_enabled()`` is true at the backward call (a
 host flag, read per call), the classic and ragged Triton backwards take this path instead
-(``triton_provider.gradients``):
+(``triton_common.gradients``):
 
 1. ``fixed``: a zeroed int64 buffer of ``HEADER + value.numel()`` elements (one allocation, like
    the other gradient buffers; no host sync, CUDA-graph capturable).
@@ -81,6 +81,7 @@ from pathlib import Path
 
 import torch
 
+from libreyolo.kernels.triton_kit import cdiv
 from libreyolo.kernels.triton_launch import Launcher
 
 #: int64 elements ahead of the value gradient in the accumulator, the bits below the largest
@@ -109,10 +110,6 @@ def _kernels():
     from libreyolo.kernels.attention.ms_deform_attn import deterministic_kernels
 
     return deterministic_kernels
-
-
-def _cdiv(n: int, block: int) -> int:
-    return -(-n // block)
 
 
 def _kept(key: tuple, make) -> Launcher:
@@ -171,7 +168,7 @@ def write_bound(fixed: torch.Tensor, grad_out: torch.Tensor, attention_weights: 
     key = ("bound", grad_out.numel(), attention_weights.numel(), hits, grad_out.dtype,
            attention_weights.dtype, fixed.device)
     launch = _kept(key, lambda: Launcher(
-        _kernels().gradient_bound_kernel, (_cdiv(count, BOUND_BLOCK),), grad_out,
+        _kernels().gradient_bound_kernel, (cdiv(count, BOUND_BLOCK),), grad_out,
         attention_weights, fixed, grad_out.numel(), attention_weights.numel(), hits,
         BLOCK=BOUND_BLOCK, num_warps=NUM_WARPS))
     launch(grad_out, attention_weights, fixed)
@@ -181,7 +178,7 @@ def to_float(body: torch.Tensor, out: torch.Tensor) -> None:
     """``out`` (float32, ``body``'s shape) = the fixed-point value gradient ``body`` in floats."""
     key = ("convert", body.numel(), body.device)
     launch = _kept(key, lambda: Launcher(
-        _kernels().fixed_point_to_float_kernel, (_cdiv(body.numel(), CONVERT_BLOCK),), body, out,
+        _kernels().fixed_point_to_float_kernel, (cdiv(body.numel(), CONVERT_BLOCK),), body, out,
         body.numel(), BLOCK=CONVERT_BLOCK, num_warps=NUM_WARPS))
     launch(body, out)
 

@@ -2,14 +2,15 @@
 and backward from the Hugging Face Hub (``kernels-community/deformable-detr``, Apache-2.0), as
 the lock pins it (``libreyolo/kernels/hub/hub_kernels.lock.toml``).
 
-Registered on top of the Triton implementation, so it wins where it is eligible, and eligibility
-is narrow: the ``kernels`` package installed (``libreyolo[hub-kernels]``), a CUDA device, float32
-tensors on it, eager execution (it declines while a graph is traced, scripted, compiled or
-exported), and ``LIBREYOLO_HUB_KERNELS`` not 0. Per-level point counts and discrete sampling are
-the ragged slot's, which has no Hub implementation. The predicate and ``accepts`` import nothing
-and fetch nothing: the kernel is fetched (if the cache lacks it), verified and imported by the
-first call, and a refusal or failure there disables it for the process with one warning
-(the registry's rule for every implementation) while the next implementation takes the input.
+Registered on top of the Triton implementation, so it wins where it is eligible, and eligibility is
+narrow: the ``kernels`` package installed (``libreyolo[hub-kernels]``), a CUDA device, float32
+tensors on it, eager execution (its declared capabilities decline float16 and bfloat16, and any
+call while a graph is traced, compiled or exported), and ``LIBREYOLO_HUB_KERNELS`` not 0. Per-level
+point counts and discrete sampling are the ragged slot's, which has no Hub implementation. The
+predicate and ``accepts`` import nothing and fetch nothing: the kernel is fetched (if the cache
+lacks it), verified and imported by the first call, and a refusal or failure there disables it for
+the process with one warning (the registry's rule for every implementation) while the next
+implementation takes the input.
 
 The compiled op takes ``level_start_index`` (derived here on the device from the level sizes)
 and an ``im2col_step`` that must divide the batch (the largest divisor up to Deformable DETR's
@@ -31,18 +32,22 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.capture import capture_reason
-from libreyolo.kernels import register, settings
+from libreyolo.kernels import Capabilities, register, settings
 from libreyolo.kernels.hub import LOCK_FILE
 from libreyolo.kernels.prepared import Prepared
+from libreyolo.kernels.registry import planned
 
 from .levels import device_shapes, remembered
 from .portable import validate_inputs
 
 #: The lock's name for the pin this implementation loads.
 HUB_KERNEL = "deformable-detr"
-#: Where the op runs; the CPU tests point it at "cpu" to run the same logic on a stand-in.
+#: Where the op runs; the CPU tests point it at "cpu" to run the same logic on a stand-in (so the
+#: device is checked by ``accepts`` against it, not declared).
 DEVICE = "cuda"
+#: The op is taken for float32 only, and never while a graph is captured: an exported graph
+#: keeps the portable math.
+CAPABILITIES = Capabilities(dtypes={torch.float32}, traced=False)
 #: Deformable DETR's modules pass im2col_step=64 (models/ops/modules/ms_deform_attn.py).
 IM2COL_STEP = 64
 # The op indexes with int.
@@ -94,8 +99,6 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     """
     if not settings.hub_kernels_enabled():
         return f"{settings.HUB_KERNELS} turns Hub kernels off"
-    if (capturing := capture_reason()) is not None:
-        return capturing
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
         return ("spatial_shapes tensor not read before this CUDA graph capture (reading it "
@@ -103,8 +106,6 @@ def accepts(value, spatial_shapes, sampling_locations, attention_weights):
     levels = validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
     if value.device.type != DEVICE:
         return f"value is on {value.device}, the compiled op runs on {DEVICE}"
-    if value.dtype != torch.float32:
-        return f"value dtype {value.dtype}: the Hub kernel is taken for float32 only"
     batch, _, heads, channels = value.shape
     if max(value.numel(), sampling_locations.numel(),
            batch * sampling_locations.shape[1] * heads * channels) > MAX_ELEMENTS:
@@ -172,14 +173,15 @@ def ms_deform_attn_hub(value, spatial_shapes, sampling_locations, attention_weig
     """The slot on the verified Hub kernel; differentiable in value, locations and weights.
 
     ``prepared`` is what :func:`accepts` returned (the registry passes it); a direct call
-    without it runs :func:`accepts` and raises ``ValueError`` with the reason on a decline.
+    without it asks what the registry asks (``registry.planned``: the declared capabilities, then
+    :func:`accepts`) and raises the portable core's error for a bad input, or ``ValueError`` with
+    the reason on a decline.
     The first call loads the kernel: :class:`~libreyolo.kernels.hub.HubKernelRefused` when it
     does not verify.
     """
     if prepared is None:
-        prepared = accepts(value, spatial_shapes, sampling_locations, attention_weights)
-        if isinstance(prepared, str):
-            raise ValueError(f"ms_deform_attn hub implementation declines this input: {prepared}")
+        prepared = planned(REGISTERED, (value, spatial_shapes, sampling_locations,
+                                        attention_weights))
     kernel()  # load (or refuse) before any autograd bookkeeping
     tensors = (value.contiguous(), sampling_locations.contiguous(),
                attention_weights.contiguous())
@@ -196,5 +198,5 @@ SOURCES = (str(_HERE / "hub_provider.py"),
            *(str(LOCK_FILE.parent / f) for f in ("lock.py", "verify.py", "loader.py")),
            str(LOCK_FILE))
 
-register("ms_deform_attn", ms_deform_attn_hub, name="hub", predicate=environment_ok,
-         accepts=accepts, sources=SOURCES)
+REGISTERED = register("ms_deform_attn", ms_deform_attn_hub, name="hub", predicate=environment_ok,
+                      capabilities=CAPABILITIES, accepts=accepts, sources=SOURCES)

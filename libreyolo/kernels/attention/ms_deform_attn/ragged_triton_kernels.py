@@ -34,9 +34,11 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
     _query_block,
     zero_value_gradient,
 )
+from libreyolo.kernels.triton_kit import FloatKind
 
-#: DTYPE constant: which rounding the discrete index arithmetic emulates.
-FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
+#: The DTYPE constant (``FloatKind``): which rounding the discrete index arithmetic emulates.
+FLOAT16 = tl.constexpr(int(FloatKind.FLOAT16))
+BFLOAT16 = tl.constexpr(int(FloatKind.BFLOAT16))
 
 _SIZES = ["len_in", "len_q", "heads"]
 
@@ -45,9 +47,9 @@ _SIZES = ["len_in", "len_q", "heads"]
 def _round_to(x, DTYPE: tl.constexpr):
     """``x`` (float32) rounded to nearest-even in the input dtype, kept in float32. bfloat16 is
     rounded on the bits: the interpreter truncates float32 -> bfloat16 casts (DESIGN.md)."""
-    if DTYPE == 1:
+    if DTYPE == FLOAT16:
         x = x.to(tl.float16).to(tl.float32)
-    elif DTYPE == 2:
+    elif DTYPE == BFLOAT16:
         bits = x.to(tl.int32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
         x = bits.to(tl.float32, bitcast=True)

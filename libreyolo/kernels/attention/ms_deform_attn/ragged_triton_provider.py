@@ -1,10 +1,10 @@
 """The ``triton`` implementation of the ``ms_deform_attn_ragged`` slot: forward and backward.
 
-Registered at import time, eligible under the classic ``ms_deform_attn`` provider's rules (its
-``environment_ok``: triton and CUDA, or the interpreter on CPU tensors; declines while a graph is
-traced, scripted, compiled or exported; runs under CUDA-graph capture). The kernels module is
-imported only when the implementation first runs. Inputs in float32, float16 or bfloat16 are
-computed in float32 and returned in the input dtype.
+Registered at import time with the Triton kit's predicate and capabilities
+(``libreyolo.kernels.triton_kit``: triton and CUDA, or the interpreter on CPU tensors; declined
+while a graph is traced, compiled or exported; runs under CUDA-graph capture). The kernels
+module is imported only when the implementation first runs. Inputs in float32, float16 or
+bfloat16 are computed in float32 and returned in the input dtype.
 
 ``accepts`` validates and plans the input once and hands the plan (a :class:`RaggedPlan`) to the
 call (the ``Prepared`` protocol); a direct call plans for itself through the same function.
@@ -23,10 +23,9 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.capture import capture_reason
 from libreyolo.kernels import register
 from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
-from libreyolo.kernels.attention.ms_deform_attn import triton_provider as classic
+from libreyolo.kernels.attention.ms_deform_attn import triton_common as common
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
     check_points_per_level,
@@ -35,7 +34,14 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier, once_differentiable
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.registry import planned
+from libreyolo.kernels.triton_kit import (
+    CAPABILITIES,
+    FloatKind,
+    cdiv,
+    interpreter_decline,
+    triton_ready,
+)
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.kernels.triton_launch import Launcher
 
@@ -46,8 +52,6 @@ COUNT_BITS = 8
 MAX_POINTS = (1 << COUNT_BITS) - 1
 #: Levels per call: 8 levels of 8 bits keep the packed constants within 64 bits.
 MAX_LEVELS = 8
-#: The rounding the discrete index arithmetic emulates (``ragged_triton_kernels.FLOAT32`` ...).
-DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,7 @@ class RaggedPlan(Prepared):
     fwd_grid: tuple[int, int, int]
     bwd_grid: tuple[int, int]
     discrete: bool
-    zeroing: tuple | None  # classic.forward_zeroing's answer
+    zeroing: tuple | None  # common.forward_zeroing's answer
     launches: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -76,14 +80,13 @@ def _decline_tensors(value, sampling_locations, attention_weights) -> str | None
                "attention_weights": attention_weights}
     if not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         return "value, sampling_locations and attention_weights must be tensors"
-    wanted = "cpu" if interpreting() else "cuda"
+    if (interpreted := interpreter_decline(value.device)) is not None:
+        return interpreted
     for name, tensor in tensors.items():
-        if tensor.device.type != wanted:
-            return f"{name} is on {tensor.device}, the kernels run on {wanted}"
         if tensor.device != value.device:
             return f"{name} is on {tensor.device}, value on {value.device}"
-    if value.dtype not in classic.SUPPORTED_DTYPES:
-        return f"value dtype {value.dtype} is not one of {classic.SUPPORTED_DTYPES}"
+    if value.dtype not in common.SUPPORTED_DTYPES:
+        return f"value dtype {value.dtype} is not one of {common.SUPPORTED_DTYPES}"
     if sampling_locations.dtype != value.dtype or attention_weights.dtype != value.dtype:
         return "value, sampling_locations and attention_weights must share a dtype"
     return None
@@ -130,8 +133,6 @@ def prepare(value, spatial_shapes, sampling_locations, attention_weights, points
     Raises the portable path's ``TypeError``/``ValueError`` for input it would reject, when the
     level sizes are host pairs; ``accepts`` and the implementation both call this.
     """
-    if (capturing := capture_reason()) is not None:
-        return capturing
     plan_key = memo.key((value, sampling_locations, attention_weights), spatial_shapes,
                         points_per_level, method)
     if (plan := memo.recall(plan_key)) is not None:
@@ -156,24 +157,24 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights, points_p
         return f"more than {MAX_LEVELS} levels or {MAX_POINTS} points (packed constants)"
     batch, len_in, heads, channels = value.shape
     len_q = sampling_locations.shape[1]
-    if batch * heads > classic.MAX_GRID_Y:
-        return f"batch x heads = {batch * heads} exceeds the launch grid's {classic.MAX_GRID_Y}"
+    if batch * heads > common.MAX_GRID_Y:
+        return f"batch x heads = {batch * heads} exceeds the launch grid's {common.MAX_GRID_Y}"
     tensors = (value, sampling_locations, attention_weights)
-    if max(t.numel() for t in tensors) > classic.MAX_ELEMENTS \
-            or batch * len_q * heads * channels > classic.MAX_ELEMENTS:
-        return f"more than {classic.MAX_ELEMENTS} elements in one tensor (int32 offsets)"
-    block_q, block_c = classic._blocks(channels)
+    if max(t.numel() for t in tensors) > common.MAX_ELEMENTS \
+            or batch * len_q * heads * channels > common.MAX_ELEMENTS:
+        return f"more than {common.MAX_ELEMENTS} elements in one tensor (int32 offsets)"
+    block_q, block_c = common.blocks(channels)
     firsts = [sum(points[:i]) for i in range(n_levels)]
     constants = {"C": channels, "LEVELS": n_levels, "COUNTS": _pack(points),
                  "FIRSTS": _pack(firsts), "COUNT_BITS": COUNT_BITS, "TOTAL": max(sum(points), 1),
-                 "DISCRETE": method == "discrete", "DTYPE": DTYPE_CODES[value.dtype],
+                 "DISCRETE": method == "discrete", "DTYPE": int(FloatKind.of(value.dtype)),
                  "BLOCK_Q": block_q, "BLOCK_C": block_c}
-    q_blocks = classic._cdiv(len_q, block_q)
-    fwd_grid = (q_blocks, batch * heads, classic._cdiv(channels, block_c))
+    q_blocks = cdiv(len_q, block_q)
+    fwd_grid = (q_blocks, batch * heads, cdiv(channels, block_c))
     return RaggedPlan(shapes, (len_in, len_q, heads), constants, fwd_grid,
                       (q_blocks, batch * heads), method == "discrete",
-                      classic.forward_zeroing(sampling_locations.numel() // 2, value.numel(),
-                                              fwd_grid))
+                      common.forward_zeroing(sampling_locations.numel() // 2, value.numel(),
+                                             fwd_grid))
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights, points_per_level,
@@ -191,7 +192,8 @@ def _kernels():
 
 
 def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, grad_value=None):
-    """The output; with ``grad_value`` the same launch zeroes it (``classic._forward``)."""
+    """The output; with ``grad_value`` the same launch zeroes it (as the classic provider's
+    ``_forward``)."""
     batch, _, heads, channels = value.shape
     out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
     if out.numel() == 0:
@@ -205,7 +207,7 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, gra
         launcher = plan.launches[direction] = Launcher(
             _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
             *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
-            ZERO_BLOCK=classic.ZERO_BLOCK, num_warps=classic.NUM_WARPS, enable_fp_fusion=False)
+            ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS, enable_fp_fusion=False)
     launcher(*tensors)
     return out
 
@@ -217,28 +219,28 @@ def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
     if launcher is None:
         launcher = plan.launches[direction] = Launcher(
             _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
-            *plan.sizes, **plan.constants, num_warps=classic.NUM_WARPS,
+            *plan.sizes, **plan.constants, num_warps=common.NUM_WARPS,
             enable_fp_fusion=False)
     return launcher
 
 
 class _RaggedFunction(torch.autograd.Function):
     """Autograd wiring: the backward kernel gives all three gradients in one pass, in buffers
-    allocated as the classic provider's are (``classic.gradients``). Discrete sampling has no
+    allocated as the classic provider's are (``common.gradients``). Discrete sampling has no
     location gradient (its pixel is a step function of the location): the kernel leaves that
     buffer unwritten and the backward returns None for it, so it is never read."""
 
     @staticmethod
     def forward(ctx, plan, value, sampling_locations, attention_weights):
-        grad_value = classic.keep_for_backward(ctx, plan, value, sampling_locations,
-                                               attention_weights)
+        grad_value = common.keep_for_backward(ctx, plan, value, sampling_locations,
+                                              attention_weights)
         return _forward(plan, value, sampling_locations, attention_weights, grad_value)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        grad_value, grad_locations, grad_weights = classic.gradients(_backward_launch, ctx,
-                                                                     grad_out)
+        grad_value, grad_locations, grad_weights = common.gradients(_backward_launch, ctx,
+                                                                    grad_out)
         needs = ctx.needs_input_grad
         return (None, grad_value if needs[1] else None,
                 grad_locations if needs[2] and not ctx.plan.discrete else None,
@@ -253,13 +255,13 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
     """The slot on the Triton kernels; differentiable in value, weights and (bilinear) locations.
 
     ``prepared`` is ``accepts``' plan for these arguments (``dispatch`` passes it); without it
-    the call plans for itself, and raises ValueError if the kernels decline the input.
+    the call asks what the registry asks (``registry.planned``: the declared capabilities, then
+    ``accepts``), and raises the portable path's error for a bad input, or ValueError if the
+    kernels decline a good one.
     """
-    plan = prepared if prepared is not None else prepare(
-        value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
-    if isinstance(plan, str):
-        raise ValueError(f"{SLOT} triton implementation declines this input: {plan}")
-    return classic.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
+    plan = prepared if prepared is not None else planned(REGISTERED, (
+        value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method))
+    return common.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
 
 
 def ms_deform_attn_ragged_triton_backward(grad, value, spatial_shapes, sampling_locations,
@@ -269,8 +271,8 @@ def ms_deform_attn_ragged_triton_backward(grad, value, spatial_shapes, sampling_
     sampling's location gradient is never read: the slot declares it has none)."""
     plan = prepared if prepared is not None else prepare(
         value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method)
-    ctx = classic.Recomputed(plan, value, sampling_locations, attention_weights)
-    grads = classic.gradients(_backward_launch, ctx, grad)
+    ctx = common.Recomputed(plan, value, sampling_locations, attention_weights)
+    grads = common.gradients(_backward_launch, ctx, grad)
     if plan.discrete:  # the kernel leaves that buffer unwritten
         grads = (grads[0], torch.zeros_like(sampling_locations), grads[2])
     return grads
@@ -278,10 +280,11 @@ def ms_deform_attn_ragged_triton_backward(grad, value, spatial_shapes, sampling_
 
 _HERE = Path(__file__).resolve().parent
 #: The files this implementation's numbers depend on (its parity records' digest starts here):
-#: its own, and the classic kernels whose sampling helpers and limits it reuses.
+#: its own, the classic kernels whose sampling helpers it reuses, and what the two providers share.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
-                                         "triton_provider.py", "triton_kernels.py")) + (
+                                         "triton_common.py", "triton_kernels.py")) + (
     launcher_source, autograd_source) + deterministic.SOURCES
 
-register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=classic.environment_ok,
-         accepts=accepts, sources=SOURCES, backward=ms_deform_attn_ragged_triton_backward)
+REGISTERED = register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=triton_ready,
+                      capabilities=CAPABILITIES, accepts=accepts, sources=SOURCES,
+                      backward=ms_deform_attn_ragged_triton_backward)

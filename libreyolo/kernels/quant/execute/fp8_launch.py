@@ -8,9 +8,8 @@ import functools
 
 import torch
 
-from libreyolo.kernels.quant.simulate.launch import cdiv, next_power_of_2
-from libreyolo.kernels.quant.simulate.plan import InputKind
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_kit import FloatKind, cdiv, next_power_of_2
 from libreyolo.kernels.triton_launch import launch
 
 from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
@@ -122,7 +121,7 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
         out.view(_BITS[plan.out_dtype]), rows, cols, acc.stride(0), acc.stride(1),
         plan.row_scale.stride(0), plan.col_scale.stride(0),
         bias.stride(0) if bias is not None else 0,
-        HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(InputKind.of(plan.out_dtype)),
+        HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(FloatKind.of(plan.out_dtype)),
         BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
         enable_fp_fusion=False,
     )

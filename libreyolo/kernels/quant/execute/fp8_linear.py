@@ -172,7 +172,7 @@ def fused_fp8_mlp(x, fc1, fc2):
     h2d = hidden.reshape(-1, hidden.shape[-1])
     if impl is None or impl.name != "triton":
         return None
-    plan = impl.accepts(h2d)
+    plan = registry.answer(impl, (h2d,))
     if isinstance(plan, str):
         return None
     from .fp8_launch import cast
@@ -203,7 +203,7 @@ def _prologue(x2d, input_scale):
         ("fp8_cast_static", (x2d, input_scale))
     impl = _first(op)
     if impl is not None and impl.name == "triton" and impl.origin == "in-tree":
-        plan = impl.accepts(*args)
+        plan = registry.answer(impl, args)
         if isinstance(plan, str):
             return None
         from .fp8_launch import cast
@@ -260,7 +260,7 @@ def _gemm(codes, row_scale, weight, weight_scale, bias, out_dtype, k):
     impl = _first("fp8_gemm")
     args = (codes[:, :k], weight, row_scale, weight_scale, bias, out_dtype)
     if impl is not None and impl.name == "scaled_mm" and impl.origin == "in-tree":
-        if isinstance(impl.accepts(*args), str):
+        if isinstance(registry.answer(impl, args), str):
             return None
         return fp8_gemm.scaled_mm_cuda(codes, padded_weight(weight), row_scale, weight_scale,
                                        bias, out_dtype, True, weight.shape[0],

@@ -3,8 +3,9 @@
 Each ``plan_*`` runs the reference's (or, for the GEMM slots, the judge's) own argument checks, so
 bad input raises the same TypeError/ValueError whichever implementation sees it, and returns a
 ``Prepared`` plan that the provider's ``accepts`` hands to the call. ``decline_reason`` then says
-why a kernel will not take an input it could otherwise run: graph capture (exports keep the
-portable path), a device the kernel cannot run on, a row longer than one tile.
+why a kernel will not take an input it could otherwise run: a non-strided tensor, an input that
+requires grad, a CUDA tensor under the interpreter, a row longer than one tile. Graph capture,
+the device and the mode are the declared capabilities' (``libreyolo.kernels.triton_kit``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from libreyolo.capture import capture_reason
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.quant.simulate.plan import InputKind
-from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_kit import FloatKind, interpreter_decline
 from libreyolo.quant import fp8_execute as ref
 from libreyolo.quant import validation as v
 
@@ -37,8 +36,8 @@ class CastPlan(Prepared):
     shape: tuple[int, ...]
 
     @property
-    def kind(self) -> InputKind:
-        return InputKind.of(self.x2d.dtype)
+    def kind(self) -> FloatKind:
+        return FloatKind.of(self.x2d.dtype)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return (self.x2d,) if self.scale is None else (self.x2d, self.scale)
@@ -92,19 +91,13 @@ PLANNERS = {
 
 def decline_reason(plan: CastPlan | EpiloguePlan) -> str | None:
     """Why the Triton kernels will not take this (already checked) input, or None."""
-    captured = capture_reason()
-    if captured is not None:
-        return captured
     tensors = plan.tensors()
     if any(t.layout != torch.strided for t in tensors):
         return "a non-strided tensor: the kernels read strided (dense) tensors"
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return "an input requires grad: the execute kernels have no backward"
-    device = tensors[0].device
-    if interpreting() and device.type != "cpu":
-        return f"inputs are on {device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
-    if not interpreting() and device.type != "cuda":
-        return f"inputs are on {device}: the compiled kernels need CUDA tensors"
+    if (interpreted := interpreter_decline(tensors[0].device)) is not None:
+        return interpreted
     if isinstance(plan, CastPlan) and plan.scale is None and plan.x2d.shape[1] > MAX_DYNAMIC_COLS:
         return (f"rows of {plan.x2d.shape[1]} elements: the dynamic prologue holds a row in one "
                 f"tile of at most {MAX_DYNAMIC_COLS}")

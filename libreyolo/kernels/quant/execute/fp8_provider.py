@@ -2,10 +2,12 @@
 ``fp8_cast_dynamic``) and the epilogue (``fp8_perchannel_epilogue``), ``scaled_mm`` for the GEMM
 slots (``fp8_gemm``, ``fp8_gemm_tensorwise``).
 
-Imported lazily by the registry (``IN_TREE_PROVIDERS``); it imports no triton itself. ``accepts``
-checks the arguments with the reference's (or the GEMM judge's) own checks, so bad input raises
-the slot's TypeError/ValueError and is never silently declined, then declines what the kernel
-cannot run here (graph capture, device) and returns its plan. Whether FP8 is *worth* running on a
+Imported lazily by the registry (``IN_TREE_PROVIDERS``); it imports no triton itself. The
+declared capabilities decline graph capture and devices first (the Triton kit's for the
+prologue and epilogue, ``SCALED_MM`` for the GEMM); ``accepts`` then checks the arguments with
+the reference's (or the GEMM judge's) own checks, so bad input raises the slot's
+TypeError/ValueError and is never silently declined, declines what the kernel cannot run here
+and returns its plan. Whether FP8 is *worth* running on a
 shape is not decided here but in ``fp8_linear``'s policy: these implementations take every shape
 the catalogue holds them to (docs/fp8_execute.md).
 """
@@ -17,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.capture import capture_reason
-from libreyolo.kernels import register
-from libreyolo.kernels.quant.simulate.triton_provider import triton_ready
+from libreyolo.kernels import Capabilities, register
+from libreyolo.kernels.triton_kit import CAPABILITIES, triton_ready
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.quant import fp8_execute as ref
 
@@ -84,6 +85,11 @@ def cpu_rowwise() -> bool:
     return True
 
 
+#: ``torch._scaled_mm`` runs on CUDA and CPU tensors, eagerly and inside a CUDA graph; never while
+#: a graph is traced, compiled or exported, whose graph keeps the portable math.
+SCALED_MM = Capabilities(devices={"cpu", "cuda"}, traced=False)
+
+
 def scaled_mm_ready() -> bool | str:
     """torch has ``_scaled_mm``."""
     return hasattr(torch, "_scaled_mm") or "this torch has no torch._scaled_mm"
@@ -92,13 +98,8 @@ def scaled_mm_ready() -> bool | str:
 def _gemm(rowwise: bool):
     def accepts(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
         ref.check_fp8_gemm(a, b, scale_a, scale_b, bias, out_dtype, rowwise=rowwise)
-        captured = capture_reason()
-        if captured is not None:
-            return captured
         if a.device.type == "cuda" and not fp8_gemm.fp8_tensor_cores(a.device.index or 0):
             return f"{a.device} has no FP8 tensor cores (compute capability below 8.9)"
-        if a.device.type not in ("cuda", "cpu"):
-            return f"inputs are on {a.device}: _scaled_mm runs on CUDA and CPU"
         if a.device.type == "cpu" and rowwise and not cpu_rowwise():
             return CPU_ROWWISE_DECLINE
         if out_dtype == torch.float32:
@@ -121,9 +122,9 @@ def _gemm(rowwise: bool):
 # Unconditional, at import (conformance/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts = _triton(_slot)
-    register(_slot, _run, name="triton", predicate=triton_ready, accepts=_accepts,
-             sources=TRITON_SOURCES)
+    register(_slot, _run, name="triton", predicate=triton_ready, capabilities=CAPABILITIES,
+             accepts=_accepts, sources=TRITON_SOURCES)
 for _rowwise in (True, False):
     _name, _run, _accepts = _gemm(_rowwise)
-    register(_name, _run, name="scaled_mm", predicate=scaled_mm_ready, accepts=_accepts,
-             sources=GEMM_SOURCES)
+    register(_name, _run, name="scaled_mm", predicate=scaled_mm_ready, capabilities=SCALED_MM,
+             accepts=_accepts, sources=GEMM_SOURCES)

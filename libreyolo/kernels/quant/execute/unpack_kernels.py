@@ -53,16 +53,17 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .unpack_plan import Format, OutKind
+from ...triton_kit import FloatKind
+from .unpack_plan import Format
 
 # The plan's codes as constexpr globals (the only globals a Triton kernel may read).
 INT_GROUPED = tl.constexpr(int(Format.INT_GROUPED))
 NVFP4 = tl.constexpr(int(Format.NVFP4))
 MXFP4 = tl.constexpr(int(Format.MXFP4))
 MXFP8 = tl.constexpr(int(Format.MXFP8))
-OUT_FLOAT32 = tl.constexpr(int(OutKind.FLOAT32))
-OUT_FLOAT16 = tl.constexpr(int(OutKind.FLOAT16))
-OUT_BFLOAT16 = tl.constexpr(int(OutKind.BFLOAT16))
+OUT_FLOAT32 = tl.constexpr(int(FloatKind.FLOAT32))
+OUT_FLOAT16 = tl.constexpr(int(FloatKind.FLOAT16))
+OUT_BFLOAT16 = tl.constexpr(int(FloatKind.BFLOAT16))
 TWO_POW_126 = tl.constexpr(2.0**126)
 TWO_POW_120 = tl.constexpr(2.0**120)
 TWO_POW_23 = tl.constexpr(2.0**23)

@@ -16,10 +16,10 @@ layouts and by the other arguments, types included. That description
 tiling, the reason a layout or device is declined, and the launch made for it. A call whose
 description was seen before checks nothing again and runs no planning code: the checks are pure
 functions of the description, so they would pass again. Only what can change between
-equal descriptions is decided per call: graph capture and grad mode here, the pointers'
-alignment (which Triton specializes on) in ``triton_launch``. While a graph is captured the
-arguments are only checked: the kernel declines anyway, and sizes may be traced or symbolic
-values that must not become cache keys.
+equal descriptions is decided per call: grad mode here, the pointers' alignment (which Triton
+specializes on) in ``triton_launch``. Graph capture, the device and the mode are the declared
+capabilities' (``libreyolo.kernels.triton_kit``): the registry declines a captured call before
+it is planned, so traced or symbolic sizes never become cache keys.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from typing import NamedTuple
 
 import torch
 
-from libreyolo.capture import capture_reason
+from libreyolo.deprecated import moved
 from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.settings import interpreting
+from libreyolo.kernels.triton_kit import FloatKind, cdiv, interpreter_decline, next_power_of_2
 from libreyolo.quant import packing
 from libreyolo.quant.formats import MX_BLOCK_SIZE, NVFP4_BLOCK_SIZE
 
@@ -50,16 +51,6 @@ class Format(IntEnum):
     NVFP4 = 1  # E2M1 nibbles, E4M3 scale per 16 times a float32 tensor scale
     MXFP4 = 2  # E2M1 nibbles, E8M0 scale per 32
     MXFP8 = 3  # E4M3 bytes, E8M0 scale per 32
-
-
-class OutKind(IntEnum):
-    FLOAT32 = 0
-    FLOAT16 = 1
-    BFLOAT16 = 2
-
-    @classmethod
-    def of(cls, dtype: torch.dtype) -> OutKind:
-        return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
 #: A program's output bytes and warps come from ``unpack_tiles.toml``, per format and dtype:
@@ -96,7 +87,7 @@ def hardware_bf16(dtype: torch.dtype) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Tiling:
+class WordTiling:
     """How the kernel covers the output: ``words`` words of ``fields`` outputs per row; a program
     per ``block_r`` rows by ``block_g`` scale groups of ``group_words`` words (or, with
     ``scale_per_word``, by one row piece of ``group_words`` words with a scale load per word),
@@ -112,17 +103,13 @@ class Tiling:
     programs: int
 
 
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
 def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
-           dtype: torch.dtype, config: TileConfig) -> Tiling:
+           dtype: torch.dtype, config: TileConfig) -> WordTiling:
     """The kernel's tiling: the widest word (at most 64 bits, at most one code byte's fields)
     that divides the row and the group, so that words are stored whole and share one scale;
     groups of a power-of-two number of words become the tile's middle dimension."""
     out_bits = 32 if dtype == torch.float32 else 16
-    tile_bytes = min(config.tile_bytes, max(MIN_TILE_BYTES, _next_power_of_2(
+    tile_bytes = min(config.tile_bytes, max(MIN_TILE_BYTES, next_power_of_2(
         rows * in_features * out_bits // 8 // MIN_PROGRAMS)))
     per_byte = 8 // bits
     fields = next(f for f in (4, 2, 1) if f <= per_byte and f * out_bits <= 64
@@ -132,13 +119,15 @@ def tiling(fmt: Format, bits: int, group: int, rows: int, in_features: int,
     group_words = group // fields
     scale_per_word = group_words & (group_words - 1) != 0 or group_words > tile_words
     if scale_per_word:
-        block_g, group_words = 1, min(_next_power_of_2(words), tile_words)
+        block_g, group_words = 1, min(next_power_of_2(max(1, words)), tile_words)
     else:
-        block_g = min(_next_power_of_2(-(-words // group_words)), tile_words // group_words)
-    block_r = max(1, min(_next_power_of_2(rows), tile_words // (block_g * group_words)))
-    programs = -(-rows // block_r) * -(-words // (block_g * group_words))
+        block_g = min(next_power_of_2(max(1, cdiv(words, group_words))),
+                      tile_words // group_words)
+    block_r = max(1, min(next_power_of_2(rows), tile_words // (block_g * group_words)))
+    programs = cdiv(rows, block_r) * cdiv(words, block_g * group_words)
     vector = min(128 // (fields * out_bits), group_words)  # words per 16-byte store
-    return Tiling(fields, words, block_r, block_g, group_words, vector, scale_per_word, programs)
+    return WordTiling(fields, words, block_r, block_g, group_words, vector, scale_per_word,
+                      programs)
 
 
 @dataclass(eq=False, slots=True)
@@ -161,7 +150,7 @@ class Work:
     dtype: torch.dtype
     device: torch.device
     config: TileConfig
-    tiling: Tiling
+    tiling: WordTiling
     grid: tuple[int, int, int]
     kernel_args: tuple
     declined: str | None
@@ -175,14 +164,12 @@ class Work:
 class UnpackPlan(Prepared):
     """One call's unpack: its ``Work`` and tensors as given: ``codes`` (uint8; MXFP8's float8),
     ``scale`` (NVFP4's float8, E8M0 as uint8, float32 otherwise) and, for NVFP4, the float32
-    ``tensor_scale``; or, while
-    a graph is ``captured`` (the decline reason), the checked arguments and no ``Work``."""
+    ``tensor_scale``."""
 
-    work: Work | None
+    work: Work
     codes: torch.Tensor
     scale: torch.Tensor
     tensor_scale: torch.Tensor | None
-    captured: str | None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(t for t in (self.codes, self.scale, self.tensor_scale) if t is not None)
@@ -249,7 +236,7 @@ def _work(fmt: Format, bits: int, group: int, in_features: int, dtype: torch.dty
     config = tile_config(fmt, bits, dtype)
     tiles = tiling(fmt, bits, group, rows, in_features, dtype, config)
     kernel_args = (rows, tiles.words, *codes.stride(), *scale.stride(), int(fmt), bits, group,
-                   int(OutKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
+                   int(FloatKind.of(dtype)), tiles.fields, tiles.block_r, tiles.block_g,
                    tiles.group_words, tiles.vector, tiles.scale_per_word, hardware_bf16(dtype))
     tensors = (codes, scale) if tensor_scale is None else (codes, scale, tensor_scale)
     return Work(fmt, bits, group, rows, in_features, dtype, codes.device, config, tiles,
@@ -279,9 +266,8 @@ FLOAT8_POINTERS_FROM = (8, 9)
 def byte_views(tensors: tuple, device: torch.device) -> bool:
     """Whether each call hands the kernel its float8 tensors as uint8 views: on GPUs older than
     ``FLOAT8_POINTERS_FROM`` (elsewhere the kernel reads them through byte pointers itself)."""
-    if device.type != "cuda" or not any(t.dtype == torch.float8_e4m3fn for t in tensors):
-        return False
-    return torch.cuda.get_device_capability(device) < FLOAT8_POINTERS_FROM
+    float8_on_cuda = device.type == "cuda" and any(t.dtype == torch.float8_e4m3fn for t in tensors)
+    return float8_on_cuda and torch.cuda.get_device_capability(device) < FLOAT8_POINTERS_FROM
 
 
 def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
@@ -289,31 +275,21 @@ def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _static_decline(tensors: tuple) -> str | None:
-    """Why the kernel declines these tensors whatever the call (layout, devices), or None."""
+    """Why the kernel declines these tensors whatever the call (layout, devices apart, CUDA
+    tensors under the interpreter), or None."""
     sparse = next((t for t in tensors if t.layout != torch.strided), None)
     if sparse is not None:
         return f"a {sparse.layout} tensor: the kernel reads strided (dense) tensors"
     device = tensors[0].device
     if any(t.device != device for t in tensors):
         return "codes and scales are on different devices (the reference reports it)"
-    if interpreting() and device.type != "cpu":
-        return f"codes are on {device}: under TRITON_INTERPRET=1 the kernel runs on CPU tensors"
-    if not interpreting() and device.type != "cuda":
-        return f"codes are on {device}: the compiled kernel needs CUDA tensors"
-    return None
+    return interpreter_decline(device)
 
 
 def plan(slot: str, *args, **kwargs) -> UnpackPlan:
-    """The checked and planned unpack of these arguments; raises the reference's errors.
-
-    While a graph is captured the kernel declines whatever the input, so the arguments are
-    checked and nothing is planned (their sizes may be symbolic or traced values)."""
+    """The checked and planned unpack of these arguments; raises the reference's errors."""
     bind, check = SLOTS[slot]
     codes, scale, tensor_scale, others = bind(*args, **kwargs)
-    captured = capture_reason()
-    if captured is not None:
-        check(codes, scale, tensor_scale, others)
-        return UnpackPlan(None, codes, scale, tensor_scale, captured)
     # the other arguments as they are and by type (what ``describe`` gives them, without a
     # Python call each, a share of a planned call's host time: benchmarks/NOTES.md, "Host-side
     # helpers")
@@ -326,13 +302,11 @@ def plan(slot: str, *args, **kwargs) -> UnpackPlan:
         _CACHE.put(key, work)
     if work.byte_views:
         codes, scale = _as_bytes(codes), _as_bytes(scale)
-    return UnpackPlan(work, codes, scale, tensor_scale, None)
+    return UnpackPlan(work, codes, scale, tensor_scale)
 
 
 def decline_reason(plan: UnpackPlan) -> str | None:
     """Why the kernel will not take this (already checked) input, or None."""
-    if plan.captured is not None:
-        return plan.captured
     tensor_scale = plan.tensor_scale
     if torch.is_grad_enabled() and (plan.scale.requires_grad or plan.codes.requires_grad or (
             tensor_scale is not None and tensor_scale.requires_grad)):
@@ -342,3 +316,7 @@ def decline_reason(plan: UnpackPlan) -> str | None:
 
 #: The planner of each slot, with the reference's signature.
 PLANNERS = {slot: partial(plan, slot) for slot in SLOTS}
+
+
+__getattr__ = moved(__name__, {"OutKind": "libreyolo.kernels.triton_kit:FloatKind",
+                               "Tiling": f"{__name__}:WordTiling"})

@@ -4,11 +4,12 @@ Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton it
 triton it still imports and registers, and the environment check says why nothing runs. The kernel
 loads on the first call that runs it.
 
-``accepts`` checks the arguments with the reference's own checks (bad input raises the reference's
-TypeError or ValueError, it is never silently declined), then declines graph capture (exported
-graphs keep the reference's portable math), non-strided tensors, and devices the kernel cannot
-run on (CUDA compiled, CPU under ``TRITON_INTERPRET=1``). It returns the ``UnpackPlan`` it made,
-which ``dispatch`` hands to the call as ``prepared``; a direct call plans for itself.
+The Triton kit's declared capabilities decline graph capture (exported graphs keep the
+reference's portable math) and the devices the kernel cannot run on (CUDA compiled, CPU under
+``TRITON_INTERPRET=1``). ``accepts`` then checks the arguments with the reference's own checks
+(bad input raises the reference's TypeError or ValueError, it is never silently declined) and
+declines non-strided tensors and a scale that requires grad. It returns the ``UnpackPlan`` it
+made, which ``dispatch`` hands to the call as ``prepared``; a direct call plans for itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from libreyolo.kernels import register
-from libreyolo.kernels.quant.simulate.triton_provider import triton_ready
+from libreyolo.kernels.triton_kit import CAPABILITIES, triton_ready
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 
 from .unpack_plan import PLANNERS, UnpackPlan, decline_reason
@@ -60,4 +61,5 @@ def _implementation(slot: str):
 # Unconditional, at import (conformance/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts = _implementation(_slot)
-    register(_slot, _run, name=NAME, predicate=triton_ready, accepts=_accepts, sources=SOURCES)
+    register(_slot, _run, name=NAME, predicate=triton_ready, capabilities=CAPABILITIES,
+             accepts=_accepts, sources=SOURCES)

@@ -23,11 +23,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .plan import AmaxFrom, InputKind, ScaleRule, ScaleSource
+from ...triton_kit import FloatKind
+from .plan import AmaxFrom, ScaleRule, ScaleSource
 
 # The plan's codes as constexpr globals (the only globals a Triton kernel may read).
-FLOAT32 = tl.constexpr(int(InputKind.FLOAT32))
-FLOAT16 = tl.constexpr(int(InputKind.FLOAT16))
+FLOAT32 = tl.constexpr(int(FloatKind.FLOAT32))
+FLOAT16 = tl.constexpr(int(FloatKind.FLOAT16))
 TENSOR = tl.constexpr(int(ScaleSource.TENSOR))
 PER_ROW = tl.constexpr(int(ScaleSource.PER_ROW))
 PER_COL = tl.constexpr(int(ScaleSource.PER_COL))

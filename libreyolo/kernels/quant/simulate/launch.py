@@ -24,6 +24,9 @@ from typing import NamedTuple
 
 import torch
 
+from libreyolo.quant.straight_through import StraightThrough
+
+from ...triton_kit import FloatKind, cdiv, next_power_of_2
 from ...triton_launch import Launcher
 from .kernels import fake_quant_kernel, finite_amax_partials_kernel
 from .plan import (
@@ -33,7 +36,6 @@ from .plan import (
     TENSOR_PARTIALS,
     AmaxFrom,
     Grid,
-    InputKind,
     Layout,
     Plan,
     ScaleRule,
@@ -41,18 +43,6 @@ from .plan import (
 
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 _NO_BLOCK_SCALES = Grid(True)  # the kernel's SCALE_* arguments when a plan has no block scales
-
-
-def cdiv(n: int, d: int) -> int:
-    """ceil(n / d) for ints, in plain Python: ``triton.cdiv`` called from the host goes through
-    a JIT function's ``__call__``, a visible share of a launch's own Python
-    (``benchmarks/NOTES.md``, "Host-side helpers")."""
-    return -(-n // d)
-
-
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n, 0 for n <= 0 (as ``triton.next_power_of_2``)."""
-    return 1 << (n - 1).bit_length() if n > 0 else 0
 
 
 def _as_loaded(x: torch.Tensor) -> torch.Tensor:
@@ -75,7 +65,7 @@ def _amax_launcher(x: torch.Tensor, rows: int, cols: int, chunk: int,
     n_partials = max(1, cdiv(chunks, iterations))
     return n_partials, Launcher(
         finite_amax_partials_kernel, (rows, n_partials), x, x, cols, n_partials,
-        IN_KIND=int(InputKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
+        IN_KIND=int(FloatKind.of(x.dtype)), CHUNK=chunk, ITERATIONS=iterations,
         num_warps=_warps(chunk),
     )
 
@@ -195,7 +185,7 @@ class Passes:
             fake_quant_kernel, (t.programs,), x, x, x, x, x,
             t.n_units, t.units_per_row, layout.cols, t.unit, layout.channels, self.n_partials,
             layout.zero_point or 0,
-            IN_KIND=int(InputKind.of(x.dtype)),
+            IN_KIND=int(FloatKind.of(x.dtype)),
             FLOAT_GRID=grid.floating, QMIN=grid.qmin, QMAX=grid.qmax,
             MBITS=grid.mbits, EMIN=grid.emin, FMAX=grid.fmax,
             SCALE_SOURCE=int(layout.scale_source), AMAX_FROM=int(layout.amax_from),
@@ -219,34 +209,35 @@ def passes(plan: Plan, x: torch.Tensor, tile: int) -> Passes:
     return kept
 
 
-class _StraightThrough(torch.autograd.Function):
-    """Forward: the fake-quantized tensor. Backward: ``where(mask, g, 0)`` for ``x`` only
-    (scales, given or computed, are constants: rule 8)."""
+class _KernelStep:
+    """The straight-through step of the kernels (``libreyolo.quant.straight_through``): the
+    backward is one launch of the quantizing pass with the upstream gradient, which writes
+    ``where(mask, g, 0)``."""
 
     @staticmethod
-    def forward(ctx, x, plan, tile):
+    def forward(x, plan, tile):
         x = x.detach().contiguous()
         kept = passes(plan, x, tile)
         partials = kept.first_pass(plan, x)
-        # saved for backward, so autograd refuses a backward after x was changed in place (the
-        # mask is recomputed from x, and must be the forward's: the same partials, or for a
-        # tensor amax found inline the same x, read whole again)
-        ctx.save_for_backward(x)
-        ctx.plan, ctx.partials, ctx.passes = plan, partials, kept
-        return kept.quantize(plan, x, partials)
+        # x is saved, so autograd refuses a backward after x was changed in place (the mask is
+        # recomputed from x, and must be the forward's: the same partials, or for a tensor amax
+        # found inline the same x, read whole again)
+        return kept.quantize(plan, x, partials), (x,), (kept, partials)
 
     @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        grad = g.reshape(x.shape).contiguous()
-        return ctx.passes.quantize(ctx.plan, x, ctx.partials, grad), None, None
+    def backward(saved, state, g, plan, tile):
+        (x,), (kept, partials) = saved, state
+        return kept.quantize(plan, x, partials, g.reshape(x.shape).contiguous())
+
+
+_KERNEL_STEP = _KernelStep()
 
 
 def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
     """Fake-quantize ``plan.x``; differentiable (straight-through) when it requires grad."""
     x = plan.x
     if x.requires_grad and torch.is_grad_enabled():
-        return _StraightThrough.apply(x, plan, tile)
+        return StraightThrough.apply(x, _KERNEL_STEP, plan, tile)
     x = x.contiguous()
     kept = passes(plan, x, tile)
     return kept.quantize(plan, x, kept.first_pass(plan, x))
@@ -254,7 +245,7 @@ def run(plan: Plan, tile: int = GPU_TILE) -> torch.Tensor:
 
 def backward(plan: Plan, grad: torch.Tensor, tile: int = GPU_TILE) -> torch.Tensor:
     """The straight-through gradient of ``plan.x`` for ``grad`` without a recorded forward (the
-    slot's operator under ``torch.compile``): the backward launch ``_StraightThrough`` makes,
+    slot's operator under ``torch.compile``): the backward launch ``_KernelStep`` makes,
     after the same first pass its forward made."""
     x = plan.x.detach().contiguous()
     kept = passes(plan, x, tile)

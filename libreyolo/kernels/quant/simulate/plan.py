@@ -13,7 +13,8 @@ Everything a plan holds but its tensors is a ``Layout``, decided by a descriptio
 arguments (``libreyolo.kernels.plan_cache``) and kept under it, with the static part of the
 kernel's decline and the launches made for it: ``prepare`` runs a planner only for a description
 it has not seen, or when a user-given scale or zero point is not the tensor, unchanged, whose
-values that plan read. Graph capture is decided per call.
+values that plan read. Graph capture, the device and the mode are the declared capabilities'
+(``libreyolo.kernels.triton_kit``), which the registry applies before ``prepare``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from enum import IntEnum
 
 import torch
 
-from libreyolo.capture import CAPTURE_REASON, is_capturing
+from libreyolo.deprecated import moved
 from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.settings import interpreting, raw_values
+from libreyolo.kernels.settings import raw_values
+from libreyolo.kernels.triton_kit import interpreter_decline
 from libreyolo.quant import validation
 from libreyolo.quant.formats import (
     E2M1,
@@ -64,18 +66,6 @@ INLINE_AMAX_TILES = 16
 #: programs, one per SM, each looping over its chunks, kept too few loads in flight
 #: (``benchmarks/NOTES.md``, "The fake-quant kernel's tile and launches").
 TENSOR_PARTIALS = 512
-
-
-class InputKind(IntEnum):
-    """How the kernel reads the input: bfloat16 arrives as int16 bits and is widened by a shift."""
-
-    FLOAT32 = 0
-    FLOAT16 = 1
-    BFLOAT16 = 2
-
-    @classmethod
-    def of(cls, dtype: torch.dtype) -> InputKind:
-        return {torch.float32: cls.FLOAT32, torch.float16: cls.FLOAT16}.get(dtype, cls.BFLOAT16)
 
 
 class ScaleSource(IntEnum):
@@ -294,7 +284,7 @@ _MAX_ELEMENTS = 2**31  # element offsets inside a row are int32
 
 def static_decline(plan: Plan) -> str | None:
     """Why the kernels will not take this (already validated) input whatever the call, or None:
-    what they cannot hold, or a device they do not run on."""
+    what they cannot hold, or a CUDA tensor under the interpreter."""
     x, layout = plan.x, plan.layout
     if x.layout != torch.strided:
         return f"x has layout {x.layout}: the kernels read strided (dense) tensors"
@@ -304,12 +294,7 @@ def static_decline(plan: Plan) -> str | None:
         layout.amax_from == AmaxFrom.UNIT
     if wide_group and layout.unit > MAX_UNIT:
         return f"groups of {layout.unit} columns: one program holds at most {MAX_UNIT}"
-    if interpreting():
-        if x.device.type != "cpu":
-            return f"x is on {x.device}: under TRITON_INTERPRET=1 the kernels run on CPU tensors"
-    elif x.device.type != "cuda":
-        return f"x is on {x.device}: the compiled kernels need a CUDA tensor"
-    return None
+    return interpreter_decline(x.device)
 
 
 #: Layouts kept (distinct call descriptions of the models in use); past it the cache restarts.
@@ -326,15 +311,12 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 def prepare(slot: str, *args, **kwargs) -> Plan | str:
     """The validated plan of this call, or the reason the kernels decline it (bad input raises
     the reference's error). A description seen before reuses its layout and decline (see the
-    module docstring); graph capture is checked every call, after the arguments.
+    module docstring).
 
     The key holds ``TRITON_INTERPRET`` as set (the static decline depends on it: equal values,
     equal decisions), and keywords only when there are some: plain values (``fmt``, ``axis``) as
     they are with their types, others described. A call with keywords took measurably more host
     time than one without (``benchmarks/NOTES.md``, "Host-side helpers")."""
-    if is_capturing():
-        PLANNERS[slot](*args, **kwargs)  # the arguments are still checked
-        return CAPTURE_REASON
     watched = tuple(filter(_is_tensor, args[1:]))
     if not kwargs:
         key = (slot, raw_values()[2], *map(describe, args))
@@ -390,3 +372,6 @@ def _pick(args: tuple, kwargs: dict, where):
     if where is None:
         return None
     return args[where] if type(where) is int else kwargs[where]
+
+
+__getattr__ = moved(__name__, {"InputKind": "libreyolo.kernels.triton_kit:FloatKind"})

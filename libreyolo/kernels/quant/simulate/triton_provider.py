@@ -4,27 +4,26 @@ Imported lazily by the registry (``IN_TREE_PROVIDERS``). It imports no triton it
 triton it still imports and registers, and the environment check says why nothing runs. Kernels
 load on the first call that runs one.
 
-Eligibility, as ``plan.prepare`` decides it (``accepts`` returns the plan it made, which the
-registry hands to the call, so an input is validated and planned once per call, and a call
-described as an earlier one reuses that one's layout):
+Eligibility: first the Triton kit's declared capabilities, which the registry applies (no graph
+capture: exported graphs keep the reference's portable math; CUDA tensors for compiled kernels,
+CPU tensors under ``TRITON_INTERPRET=1``), then ``plan.prepare`` (``accepts`` returns the plan it
+made, which the registry hands to the call, so an input is validated and planned once per call,
+and a call described as an earlier one reuses that one's layout):
 1. the arguments, with the shared validators: bad input raises the reference's TypeError or
    ValueError here too, it is never silently declined;
-2. graph capture (tracing, compiling, exporting, ONNX export): exported graphs keep the
-   reference's portable math;
-3. what the kernel cannot hold: sparse layouts, 2^31 or more elements, groups wider than one tile;
-4. the input's device: CUDA for compiled kernels, CPU under ``TRITON_INTERPRET=1``.
+2. what the kernel cannot hold: sparse layouts, 2^31 or more elements, groups wider than one
+   tile, and CUDA tensors under the interpreter.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 from pathlib import Path
 
 import torch
 
-from libreyolo.kernels import register
-from libreyolo.kernels.settings import interpreting
+from libreyolo.deprecated import moved
+from libreyolo.kernels import register, triton_kit
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 
 from .plan import PLANNERS, Plan, prepare
@@ -33,21 +32,6 @@ NAME = "triton"
 _HERE = Path(__file__).resolve().parent
 SOURCES = tuple(str(_HERE / f) for f in (
     "kernels.py", "launch.py", "plan.py", Path(__file__).name)) + (launcher_source,)
-
-
-def triton_ready() -> bool | str:
-    """triton importable, and CUDA present or the interpreter on (else which one is missing)."""
-    if not _triton_installed():
-        return "triton is not installed"
-    return interpreting() or torch.cuda.is_available() or "no CUDA device"
-
-
-def _triton_installed() -> bool:
-    """Found without importing it (an import hook may refuse it: that is "not installed")."""
-    try:
-        return importlib.util.find_spec("triton") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 @functools.cache
@@ -78,8 +62,11 @@ def _implementation(slot: str):
     return run, accepts, backward
 
 
+__getattr__ = moved(__name__, {"triton_ready": "libreyolo.kernels.triton_kit:triton_ready"})
+
 # Unconditional, at import (conformance/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts, _backward = _implementation(_slot)
-    register(_slot, _run, name=NAME, predicate=triton_ready, accepts=_accepts, sources=SOURCES,
-             backward=_backward)
+    register(_slot, _run, name=NAME, predicate=triton_kit.triton_ready,
+             capabilities=triton_kit.CAPABILITIES,
+             accepts=_accepts, sources=SOURCES, backward=_backward)

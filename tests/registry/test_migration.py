@@ -1,0 +1,68 @@
+"""Every moved name of docs/migration.md still imports from its old module, with a
+DeprecationWarning naming where it went, and is the new object (or, where the table says the
+meaning changed, a stand-in that keeps the old meaning)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from libreyolo.kernels import Capabilities
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
+ROW = re.compile(r"^\| `([\w.]+):(\w+)` \| `([\w.]+):(\w+)` \| (.*) \|$")
+ROWS = [ROW.match(line).groups() for line in DOCS.read_text().splitlines() if ROW.match(line)]
+#: Rows whose old name keeps its old meaning through a stand-in (the table's note says so).
+STAND_INS = {"capture_reason", "environment_ok"}
+
+
+def _old(module: str, name: str):
+    with pytest.warns(DeprecationWarning, match=re.escape(f"{module}.{name} is deprecated")):
+        return getattr(importlib.import_module(module), name)
+
+
+def test_the_table_has_its_rows():
+    assert len(ROWS) >= 8
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r[0]}.{r[1]}" for r in ROWS])
+def test_a_moved_name_warns_and_is_the_new_one(row):
+    old_module, old_name, new_module, new_name, _ = row
+    old = _old(old_module, old_name)
+    new = getattr(importlib.import_module(new_module), new_name)
+    if old_name in STAND_INS:
+        assert callable(old) and old is not new
+    else:
+        assert old is new
+
+
+def test_the_stand_ins_keep_the_old_meaning(monkeypatch):
+    capture = importlib.import_module("libreyolo.capture")
+    classic = importlib.import_module("libreyolo.kernels.attention.ms_deform_attn.triton_provider")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        capture_reason, environment_ok = capture.capture_reason, classic.environment_ok
+    assert capture_reason() is None and isinstance(environment_ok(), bool)
+    monkeypatch.setattr("torch.jit.is_tracing", lambda: True)
+    assert "a graph is being captured" in capture_reason()
+    assert Capabilities(traced=False).decline("fake_quant_fp8", (), {}) is not None
+
+
+def test_the_likewise_names_move_too():
+    module = "libreyolo.kernels.attention.ms_deform_attn.triton_provider"
+    note = next(r[4] for r in ROWS if r[0] == module and r[1] == "SUPPORTED_DTYPES")
+    names = re.findall(r"`(\w+)`", note)
+    common = importlib.import_module("libreyolo.kernels.attention.ms_deform_attn.triton_common")
+    assert len(names) >= 10
+    for name in names:
+        assert _old(module, name) is getattr(common, name)
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    name = "no_such_name"
+    with pytest.raises(AttributeError, match=f"has no attribute '{name}'"):
+        getattr(importlib.import_module("libreyolo.capture"), name)

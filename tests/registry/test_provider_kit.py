@@ -1,0 +1,109 @@
+"""One provider kit: every in-tree accelerated implementation declares its capabilities, and its
+capture and device declines come from that declaration, before its own ``accepts`` is asked.
+
+Behaviour first (each implementation on a real input of its slot, from the catalogue's first
+small case, with an ``accepts`` that fails the test if it is reached), then a source rule that
+keeps the hand-written declines from coming back."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from conformance import shapesets
+from conformance.catalogue import CATALOGUE
+from libreyolo.kernels import registered, triton_kit
+from libreyolo.kernels.providers import IN_TREE
+from libreyolo.kernels.registry import answer
+from libreyolo.kernels.slots import SLOTS
+
+IN_TREE_ACCELERATED = [impl for slot in SLOTS for impl in registered(slot.name)
+                       if not impl.is_reference and impl.origin == IN_TREE]
+IDS = [f"{impl.op}/{impl.name}" for impl in IN_TREE_ACCELERATED]
+KERNELS = Path(triton_kit.__file__).resolve().parent
+#: The provider modules and the plan modules whose ``accepts`` they register.
+PROVIDER_SOURCES = sorted({*KERNELS.rglob("*provider.py"), *KERNELS.rglob("*plan.py")})
+
+
+def _small_inputs(op: str, device: str = "cpu"):
+    spec = CATALOGUE[op]
+    case = next(c for c in shapesets.load(spec.shapes) if c.size == "small")
+    inputs = spec.make_inputs(case, spec.dtypes[0], "contiguous", torch.Generator().manual_seed(0))
+    return tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs.args), \
+        inputs.kwargs
+
+
+def _unreachable_accepts(impl):
+    def accepts(*args, **kwargs):
+        pytest.fail(f"{impl.op}/{impl.name}: accepts() was asked; the declaration must decline")
+
+    return dataclasses.replace(impl, accepts=accepts)
+
+
+def test_there_are_in_tree_accelerated_implementations_to_check():
+    assert {impl.name for impl in IN_TREE_ACCELERATED} >= {"triton", "scaled_mm", "hub"}
+
+
+@pytest.mark.parametrize("impl", IN_TREE_ACCELERATED, ids=IDS)
+def test_every_in_tree_implementation_declares_that_it_is_not_traced(impl):
+    assert impl.capabilities is not None and impl.capabilities.traced is False
+
+
+@pytest.mark.parametrize("impl", IN_TREE_ACCELERATED, ids=IDS)
+def test_a_traced_call_is_declined_by_the_declaration(impl, monkeypatch):
+    args, kwargs = _small_inputs(impl.op)
+    monkeypatch.setattr(torch.jit, "is_tracing", lambda: True)
+    reason = answer(_unreachable_accepts(impl), args, kwargs)
+    assert reason.startswith("declared unsupported (a graph is being captured")
+
+
+@pytest.mark.parametrize("impl", IN_TREE_ACCELERATED, ids=IDS)
+def test_a_meta_tensor_is_declined_by_the_declaration(impl):
+    if impl.name == "hub":
+        pytest.skip("the Hub adapter's device is its DEVICE (the CPU tests run a stand-in there)")
+    args, kwargs = _small_inputs(impl.op, "meta")
+    reason = answer(_unreachable_accepts(impl), args, kwargs)
+    assert reason == "declared unsupported (device meta not in declared devices cpu, cuda)"
+
+
+@pytest.mark.parametrize("impl", [i for i in IN_TREE_ACCELERATED if i.name == "triton"],
+                         ids=[i for i in IDS if i.endswith("/triton")])
+def test_a_cpu_call_without_the_interpreter_is_declined_by_the_declared_modes(impl,
+                                                                               monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    args, kwargs = _small_inputs(impl.op)
+    reason = answer(_unreachable_accepts(impl), args, kwargs)
+    assert reason == ("declared unsupported (mode cpu not in declared modes interpreter, cuda, "
+                      "cuda-graph)")
+
+
+def _hand_written_declines(path: Path, root: Path = KERNELS) -> list[str]:
+    """What in a provider or plan module decides capture or device itself: the capture module's
+    names, or a ``!=`` against a device type (the shape every hand-written device rule had)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "libreyolo.capture":
+            found += [f"imports {a.name} from libreyolo.capture" for a in node.names]
+        if isinstance(node, ast.Compare) and any(isinstance(op, ast.NotEq) for op in node.ops):
+            constants = [c.value for c in node.comparators if isinstance(c, ast.Constant)]
+            if any(value in ("cpu", "cuda") for value in constants):
+                found.append(f"line {node.lineno}: a device rule ({ast.unparse(node)})")
+    return [f"{path.relative_to(root)}: {what}" for what in found]
+
+
+def test_the_source_rule_finds_a_hand_written_decline(tmp_path):
+    provider = tmp_path / "provider.py"
+    provider.write_text("from libreyolo.capture import capture_reason\n"
+                        "def accepts(x):\n    if x.device.type != 'cuda':\n        return 'no'\n")
+    found = [line.split(": ", 1)[1] for line in _hand_written_declines(provider, tmp_path)]
+    assert found == ["imports capture_reason from libreyolo.capture",
+                     "line 3: a device rule (x.device.type != 'cuda')"]
+
+
+def test_no_provider_or_plan_writes_a_capture_or_device_decline_itself():
+    assert len(PROVIDER_SOURCES) >= 8, PROVIDER_SOURCES
+    assert [line for path in PROVIDER_SOURCES for line in _hand_written_declines(path)] == []
