@@ -260,9 +260,10 @@ def unpack() -> list[str]:
     return [source([UNPACK], "bench-unpack"), "", *table(header, rows), *missed_line(missed)]
 
 
-HOST = "host_v10_h200_2026-12-03.json"
-#: The wave's base commit's bench_host in the same call: the restructure's cost, in torch.negs
-HOST_BASE = "host_v10_base_e55bb27_h200_2026-12-03.json"
+HOST = "host_v11_h200_2026-12-04.json"
+#: The commit before the provider kit, its bench_host in the same call: the restructure's cost,
+#: in torch.negs
+HOST_BASE = "host_v11_base_62b0bcd_h200_2026-12-04.json"
 #: A restructure may cost at most this much host time per call (issue 34)
 RESTRUCTURE_BUDGET = 0.05
 
