@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call on the H200: environment, the GPU conformance matrix with parity records, GPU
 # tests, and the benchmarks. Everything lands under $OUT (logs packed in one tarball, since a call
-# returns at most 8 files); a short table is printed last.
+# returns at most 8 files: write nothing else there beyond a few result files); a short table is
+# printed last, with each pytest stage's count line and FAILED/ERROR lines under its row.
 #
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
@@ -89,6 +90,12 @@ run() {  # run NAME LIMIT CMD...: log to $LOGS/NAME.log, within LIMIT and what B
     kill -9 -- "-$pid" 2>/dev/null
     summary+=("$(printf '%-24s rc=%-3s %4ss (limit %ss), %s left running' "$name" "$rc" \
         "$((SECONDS - start))" "$limit" "$survivors")")
+    # a pytest stage's verdict in the summary itself (the call's output keeps only its tail, and
+    # the logs come back only while $OUT holds at most eight files): its count line and failures
+    local verdict
+    verdict=$(grep -E '^(FAILED|ERROR) |^=+ .*[0-9]+ (passed|failed|error)' "$LOGS/$name.log" \
+        | tail -n 12 | cut -c1-200)
+    [ -n "$verdict" ] && summary+=("$(sed 's/^/    /' <<<"$verdict")")
     tail -n 25 "$LOGS/$name.log"
 }
 
