@@ -74,6 +74,26 @@ def test_forward_and_backward_replay_in_a_cuda_graph(case_name):
         torch.testing.assert_close(leaf.grad, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_a_level_size_tensor_first_seen_inside_a_capture_runs_the_kernel():
+    """A ``reduce-overhead`` recording hands the graph its own copy of each input, so the level
+    sizes arrive as a CUDA tensor never read on the host: the plan launches on it (the kernels
+    read sizes on the device) instead of declining to a portable path that must read it."""
+    from libreyolo.kernels import dispatch
+
+    case = next(c for c in load_cases() if c.name == "detr_4level_mini")
+    value, shapes, locations, weights = make_inputs(case, device="cuda")
+    shapes = torch.as_tensor(shapes, dtype=torch.int64, device="cuda")
+    eager = triton_provider.ms_deform_attn_triton(value, shapes, locations, weights)
+    fresh = shapes.clone()  # same sizes, a tensor the level-size memo has not read
+    triton_provider.ms_deform_attn_triton(value, shapes, locations, weights)  # warm: compiled
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = dispatch("ms_deform_attn", value, fresh, locations, weights)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, eager)
+
+
 def test_the_module_dispatches_to_triton_on_cuda():
     from libreyolo.kernels import active
     from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn

@@ -100,7 +100,7 @@ BACKWARD = {"msda": True, "fake-quant-linear": True, "finalized-stack": False}  
 
 def _compare(name, device, mode, backend, same):
     module, inputs = MODULES[name](device)
-    backward = BACKWARD[name]
+    backward = BACKWARD[name] and mode != "reduce-overhead"  # a replay: the inference forward
     with torch.enable_grad() if backward else torch.no_grad():
         eager = _step(module, inputs, module, backward)
         torch._dynamo.reset()
@@ -137,9 +137,9 @@ def _close(got, want):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", MODULES)
 def test_a_module_compiles_whole_with_inductor(name, device, mode):
-    if BACKWARD[name] and mode == "reduce-overhead":
-        pytest.skip("reduce-overhead is checked on the inference forward here; the backward "
-                    "under inductor in default mode")
+    """In default mode forward and backward; ``reduce-overhead`` records a CUDA graph of the
+    inference forward and replays it (its recording hands the graph fresh copies of the inputs,
+    so ``MSDeformAttn``'s level sizes arrive as a tensor never read on the host)."""
     _compare(name, device, mode, "inductor", _close)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from libreyolo.capture import no_host_reads
 from libreyolo.deprecated import moved
 from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
@@ -109,9 +110,19 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> Launc
     """``accepts``' answer, worked out (see :mod:`.memo` for when it is remembered)."""
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
-        return ("spatial_shapes tensor not read before this CUDA graph capture (reading it "
-                "would sync): warm up with it outside the capture")
+        return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
     levels = validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
+    if (reason := _kernels_decline(value, sampling_locations)) is not None:
+        return reason
+    shapes = device_shapes(levels, value.device)
+    if shapes is None:
+        return ("spatial_shapes first seen during a CUDA graph capture (copying the sizes to the "
+                "device outside the stream would sync): warm up with them outside the capture")
+    return LaunchPlan(shapes, value, sampling_locations)
+
+
+def _kernels_decline(value, sampling_locations) -> str | None:
+    """Why the kernels cannot take a validated input (None: they can)."""
     if (interpreted := interpreter_decline(value.device)) is not None:
         return interpreted
     if value.dtype not in common.SUPPORTED_DTYPES:
@@ -125,11 +136,22 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> Launc
     if max(value.numel(), sampling_locations.numel(), batch * len_q * heads * channels) \
             > common.MAX_ELEMENTS:
         return f"more than {common.MAX_ELEMENTS} elements in one tensor (int32 offsets)"
-    shapes = device_shapes(levels, value.device)
-    if shapes is None:
-        return ("spatial_shapes first seen during a CUDA graph capture (copying the sizes to the "
-                "device outside the stream would sync): warm up with them outside the capture")
-    return LaunchPlan(shapes, value, sampling_locations)
+    return None
+
+
+def _captured_plan(value, spatial_shapes, sampling_locations, attention_weights):
+    """The plan for a ``spatial_shapes`` tensor first seen inside a CUDA graph capture (a
+    ``torch.compile(mode="reduce-overhead")`` recording hands the graph its own copy of each
+    input), where reading it would break the capture. The kernels read the sizes on the device,
+    so the plan launches on the tensor itself, as the ragged plan does: only its metadata and
+    the layout are checked, and the plan is not remembered (its key would need the values)."""
+    with no_host_reads():
+        validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
+    if spatial_shapes.device != value.device:
+        return "spatial_shapes tensor on another device than value, first seen in a CUDA graph"
+    if (reason := _kernels_decline(value, sampling_locations)) is not None:
+        return reason
+    return LaunchPlan(spatial_shapes.contiguous(), value, sampling_locations)
 
 
 @functools.cache
