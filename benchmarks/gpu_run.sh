@@ -7,9 +7,10 @@
 # Usage: OUT=/tmp/out [BUDGET=570] bash benchmarks/gpu_run.sh [stage ...]
 #   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
-#     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile controls-gpu
+#     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile profile-compile
+#     controls-gpu
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
-#     bench-msda-det, bench-compile and controls-gpu, in that order)
+#     bench-msda-det, bench-compile, profile-compile and controls-gpu, in that order)
 #   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
@@ -270,9 +271,13 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run bench-qat 560 python3 benchmarks/bench_qat.py "$OUT/bench_qat.json" ${QAT_ARGS:-} ;;
     bench-compile)
         # torch.compile against eager, the slots as operators (COMPILE_ARGS: e.g. "--quick");
-        # torchao's float8 path beside the FP8 MLP when its wheel was installed (.whl)
+        # torchao's float8 path beside the FP8 MLP: its wheel installed from .whl when carried
+        ls .whl/torchao-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps .whl/torchao-*.whl
         run bench-compile 420 python3 benchmarks/bench_compile.py "$OUT/bench_compile.json" \
             ${COMPILE_ARGS:-} ;;
+    profile-compile)
+        # where a compiled call's time goes: host (cProfile) and kernels (torch.profiler)
+        run profile-compile 180 python3 benchmarks/profile_compile.py "$LOGS/profile_compile.txt" ;;
     controls-gpu)
         # every negative control judged on CUDA by the check it names, and the bounded controls'
         # error over bound per case (benchmarks/control_margins.py)

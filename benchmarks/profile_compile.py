@@ -1,0 +1,80 @@
+"""Where a compiled slot call's time goes, on a CUDA GPU: the host side and the kernels.
+
+Usage: ``python benchmarks/profile_compile.py OUT.txt``
+
+``bench_compile.py`` measures compiled calls slower than eager (a fake-quant call's host time
+~4x eager's, the FP8 ViT-L MLP compiled slower than eager); this says why, for the next change:
+- the host: cProfile of 2,000 calls of ``ops.fake_quant_fp8`` (16384x1024 bf16, inference)
+  eager and compiled, by cumulative time;
+- the device: ``torch.profiler`` of the FP8 ``FinalizedMLP`` (16384 tokens) eager and compiled,
+  each kernel's name, count and total CUDA time, so a copy that compile added shows by name.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from libreyolo.kernels import ops  # noqa: E402
+
+CALLS = 2000
+
+
+def host_profile(fn, x) -> str:
+    for _ in range(50):
+        fn(x)
+    torch.cuda.synchronize()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(CALLS):
+        fn(x)
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(30)
+    return text.getvalue()
+
+
+def kernel_table(model, x) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        model(x)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            model(x)
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=20)
+
+
+def main(out: str) -> None:
+    parts = []
+    x = torch.randn(16384, 1024, device="cuda").to(torch.bfloat16)
+    with torch.no_grad():
+        compiled = torch.compile(lambda t: ops.fake_quant_fp8(t))
+        for name, fn in (("eager", lambda t: ops.fake_quant_fp8(t)), ("compiled", compiled)):
+            parts.append(f"## host: ops.fake_quant_fp8 {name}, {CALLS} calls\n"
+                         f"{host_profile(fn, x)}")
+        from libreyolo.nn.finalized import FinalizedLinear, FinalizedMLP
+
+        torch.manual_seed(0)
+        fc1, fc2 = torch.nn.Linear(1024, 4096), torch.nn.Linear(4096, 1024)
+        mlp = FinalizedMLP(FinalizedLinear.from_float(fc1, "fp8", "fp8_dynamic"),
+                           FinalizedLinear.from_float(fc2, "fp8", "fp8_dynamic")).to("cuda").eval()
+        for name, model in (("eager", mlp), ("compiled", torch.compile(mlp))):
+            parts.append(f"## kernels: FP8 FinalizedMLP {name}, 10 calls\n{kernel_table(model, x)}")
+    text = "\n\n".join(parts)
+    Path(out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
