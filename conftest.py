@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.child import run_pytest
+from conformance.running.child import run_pytest
 
 ROOT = Path(__file__).resolve().parent
 pytest_plugins = ["conformance.plugin"]

@@ -70,7 +70,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_ms_deform_attn import time_graph_ms  # noqa: E402
-from conformance.attention_evidence import prepared  # noqa: E402
+from conformance.reporting.attention_evidence import prepared  # noqa: E402
 from libreyolo.kernels.attention import families  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402
 

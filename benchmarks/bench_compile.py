@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_ms_deform_attn import interleaved_eager, time_graph_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.cells import CellPlan, make_inputs  # noqa: E402
-from conformance.determinism import deterministic_algorithms  # noqa: E402
-from conformance.shapesets import load  # noqa: E402
+from conformance.inputs.shapesets import load  # noqa: E402
+from conformance.running.cells import CellPlan, make_inputs  # noqa: E402
+from conformance.running.determinism import deterministic_algorithms  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
 
 TARGET, MLP_TARGET, MAX_COMPILES = 1.05, 1.4, 2

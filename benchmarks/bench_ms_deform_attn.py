@@ -61,8 +61,8 @@ from benchmarks.profile_ms_deform_attn import (  # noqa: E402
     DEFAULT_CASES as DEFAULT_PROFILE_CASES,
 )
 from benchmarks.profile_ms_deform_attn import profile_cases  # noqa: E402
-from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
-from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs  # noqa: E402
+from conformance.running.ms_deform_attn_parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.portable import (  # noqa: E402
     ms_deform_attn_portable,

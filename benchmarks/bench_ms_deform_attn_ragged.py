@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ["LIBREYOLO_KERNELS"] = "triton"
 
 from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
-from conformance import shapesets  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
-from conformance.cells import CellPlan, input_seed, run_cell  # noqa: E402
+from conformance.inputs import shapesets  # noqa: E402
+from conformance.running.cells import CellPlan, input_seed, run_cell  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     maybe_ms_deform_attn,
     ms_deform_attn_ragged,

@@ -44,13 +44,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
-from conformance import shapesets  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
-from conformance.cells import CellPlan, _grad_generator, input_seed, run_cell  # noqa: E402
-from conformance.cells import make_inputs as cell_inputs  # noqa: E402
-from conformance.determinism import deterministic_algorithms, differing  # noqa: E402
-from conformance.ms_deform_attn.cases import make_inputs as classic_inputs  # noqa: E402
+from conformance.inputs import shapesets  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import make_inputs as classic_inputs  # noqa: E402
+from conformance.running.cells import CellPlan, _grad_generator, input_seed, run_cell  # noqa: E402
+from conformance.running.cells import make_inputs as cell_inputs  # noqa: E402
+from conformance.running.determinism import deterministic_algorithms, differing  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     deterministic,
     ragged_triton_provider,
@@ -89,7 +89,7 @@ def rows(names) -> list[tuple[str, object]]:
 def row_inputs(slot, case, dtype):
     """(fn, args) of one row: the Triton implementation and seeded CUDA inputs."""
     if slot == "ms_deform_attn":
-        from conformance.ms_deform_attn.cases import load_cases
+        from conformance.inputs.ms_deform_attn_cases import load_cases
 
         msda = next(c for c in load_cases() if c.name == case.name)
         return triton_provider.ms_deform_attn_triton, classic_inputs(msda, dtype=dtype,

@@ -17,10 +17,10 @@ import math
 import sys
 
 from conformance.catalogue import CATALOGUE
-from conformance.cells import run_cell
+from conformance.inputs.strategies import profile
 from conformance.negative import load_controls
-from conformance.plan import RunOptions, cell_plans
-from conformance.strategies import profile
+from conformance.running.cells import run_cell
+from conformance.running.plan import RunOptions, cell_plans
 
 
 def margins(control, mode: str) -> list[dict]:

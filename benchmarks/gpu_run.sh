@@ -11,11 +11,11 @@
 #     controls-gpu
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
 #     bench-msda-det, bench-compile, profile-compile and controls-gpu, in that order)
-#   records: `python -m conformance.rerecord` (the gate's own command): re-records exactly the
+#   records: `python -m conformance.evidence.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
 #   plain: `pytest conformance/ --gpu -n auto`, exactly as a kernel author runs it; the run writes
-#     its evidence (conformance/records/plain_gpu_run.json, conformance/plain_run.py).
+#     its evidence (conformance/records/plain_gpu_run.json, conformance/evidence/plain_run.py).
 #   TESTS: the test paths of the tests stage (default: every GPU test file).
 #   hub: the Hub kernel end to end, offline (docs/hub_kernels.md, "Evidence"): installs `kernels`
 #     from carried wheels (HUB_WHEELS, default .whl: the 44 wheels of `pip download
@@ -108,7 +108,7 @@ print(sys.version); print(torch.__version__, torch.version.cuda, triton.__versio
 print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     records)
         # the records the gate reports stale, then the plain run if its evidence is stale
-        run records 560 python3 -m conformance.rerecord -n 15
+        run records 560 python3 -m conformance.evidence.rerecord -n 15
         tar czf "$OUT/records.tgz" conformance/records 2>/dev/null ;;
     plain)
         # what a kernel author runs first, exactly; it writes conformance/records/plain_gpu_run.json

@@ -69,6 +69,12 @@ def main(out: str) -> None:
         fc1, fc2 = torch.nn.Linear(1024, 4096), torch.nn.Linear(4096, 1024)
         mlp = FinalizedMLP(FinalizedLinear.from_float(fc1, "fp8", "fp8_dynamic"),
                            FinalizedLinear.from_float(fc2, "fp8", "fp8_dynamic")).to("cuda").eval()
+        from libreyolo.kernels.quant.execute import fp8_linear
+
+        layers = [(m.codes, m.scale, m.bias) for m in (mlp.fc1, mlp.fc2)]
+        parts.append(f"## the FP8 MLP's path: policy engages "
+                     f"{fp8_linear._policy_engages(x, layers[0][0], layers[1][0])}, folded path "
+                     f"{'declined' if fp8_linear.fused_fp8_mlp(x, *layers) is None else 'runs'}")
         for name, model in (("eager", mlp), ("compiled", torch.compile(mlp))):
             parts.append(f"## kernels: FP8 FinalizedMLP {name}, 10 calls\n{kernel_table(model, x)}")
     text = "\n\n".join(parts)

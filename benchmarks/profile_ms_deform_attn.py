@@ -273,7 +273,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     args = parser.parse_args(argv)
     from benchmarks.bench_ms_deform_attn import PEER_VARIABLE, load_peer, profiled_steps
-    from conformance.ms_deform_attn.cases import load_cases
+    from conformance.inputs.ms_deform_attn_cases import load_cases
 
     names = args.case or DEFAULT_CASES
     cases = [c for c in load_cases() if c.name in names]

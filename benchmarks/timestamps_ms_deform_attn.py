@@ -43,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import bench_ms_deform_attn as bench  # noqa: E402
-from conformance.ms_deform_attn.cases import load_cases, make_inputs  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs  # noqa: E402
 from libreyolo.kernels import triton_launch  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import triton_provider  # noqa: E402
 

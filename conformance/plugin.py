@@ -18,10 +18,12 @@ from collections import Counter
 
 import pytest
 
-from conformance import matrix, plain_run, strategies
-from conformance.plan import RunOptions, all_registered_names
-from conformance.recorder import Recorder
-from conformance.records import RECORD_PROFILE
+from conformance.evidence import plain_run
+from conformance.evidence.recorder import Recorder
+from conformance.evidence.records import RECORD_PROFILE
+from conformance.inputs import strategies
+from conformance.running import matrix
+from conformance.running.plan import RunOptions, all_registered_names
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
            "pytest_collection_modifyitems", "run_options", "whole_suite", "record_cell",
@@ -102,7 +104,7 @@ def _record_refusal(config) -> str | None:
 
 def is_plain_gpu_run(config) -> bool:
     """`pytest conformance/ --gpu`, nothing narrowed: the run whose result is evidence
-    (`conformance/plain_run.py`)."""
+    (`conformance/evidence/plain_run.py`)."""
     run = options(config)
     return (run.gpu and run.impl is None and run.slots is None and not run.record
             and run.profile.name == strategies.DEFAULT_PROFILE and run.seed == 0
@@ -163,7 +165,7 @@ def _checked_impl(name: str | None) -> str | None:
 def pytest_runtest_call(item):
     """Attribute an implementation the registry disables during a test to that test (a call
     that reached it through `dispatch`), so each later cell of it can say where it failed."""
-    from conformance import disabled
+    from conformance.running import disabled
 
     before = disabled.snapshot()
     try:
@@ -173,7 +175,7 @@ def pytest_runtest_call(item):
 
 
 def pytest_generate_tests(metafunc):
-    from conformance.plan import cell_plans, error_plans, layout_targets
+    from conformance.running.plan import cell_plans, error_plans, layout_targets
 
     run = options(metafunc.config)
     if "cell_plan" in metafunc.fixturenames:
@@ -282,8 +284,8 @@ def matrix_meta(config, cells) -> dict:
 
 def declared(cells) -> dict:
     """`slot/impl` -> what each implementation in the matrix declared and was held to."""
-    from conformance import declarations
     from conformance.catalogue import CATALOGUE
+    from conformance.schema import declarations
 
     return {f"{slot}/{impl}": declarations.described(CATALOGUE[slot], impl)
             for slot, impl in sorted({(c.slot, c.impl) for c in cells})}

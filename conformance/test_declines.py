@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, run_cell
-from conformance.shapesets import load
+from conformance.inputs.shapesets import load
+from conformance.running.cells import CellPlan, run_cell
 from libreyolo.kernels import register, unregister
 from libreyolo.quant.fake_quant import fake_quant_int8_affine
 

@@ -1,8 +1,8 @@
 """Determinism is honoured: under ``torch.use_deterministic_algorithms(True)`` every registered
 implementation of the deformable-attention slots gives the same output and gradients, bit for
-bit, over ``determinism.RUNS`` forward+backward runs (``conformance/determinism.py``; cells of
-origin "determinism" in the matrix, check `repeatable`). A GPU property: CPU and interpreter
-runs make the cells not applicable, with the reason.
+bit, over ``determinism.RUNS`` forward+backward runs (``conformance/running/determinism.py``;
+cells of origin "determinism" in the matrix, check `repeatable`). A GPU property: CPU and
+interpreter runs make the cells not applicable, with the reason.
 
 Negative controls (``conformance/negative/determinism.py``): a backward nudging its value
 gradient by one ulp at a run-dependent element, and the atomic backward forced under the mode.
@@ -15,12 +15,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import determinism, outcomes
 from conformance.catalogue import CATALOGUE
-from conformance.cells import make_inputs
 from conformance.negative import load_controls, parametrize_controls
-from conformance.plan import registered_names
 from conformance.plugin import options
+from conformance.running import determinism, outcomes
+from conformance.running.cells import make_inputs
+from conformance.running.plan import registered_names
 
 CONTROLS = load_controls("DETERMINISM_CONTROLS")
 #: Implementations known not to honour the mode: an expected failure, with why (not strict: the

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from conformance import outcomes
 from conformance.catalogue import CATALOGUE, slot
-from conformance.cells import ErrorPlan, refuses, run_cell, run_error_cell
 from conformance.negative import load_controls, parametrize_controls
-from conformance.plan import cell_plans, error_plans
+from conformance.running import outcomes
+from conformance.running.cells import ErrorPlan, refuses, run_cell, run_error_cell
+from conformance.running.plan import cell_plans, error_plans
 
 ERROR_CONTROLS = load_controls("ERROR_CONTROLS")
 

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from conformance import matrix
-from conformance.child import run_pytest
-from conformance.outcomes import plugin_args
-from conformance.plan import implementations
+from conformance.running import matrix
+from conformance.running.child import run_pytest
+from conformance.running.outcomes import plugin_args
+from conformance.running.plan import implementations
 
 SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py")
 

@@ -5,10 +5,11 @@ the command that replays them (`conformance/test_replay.py --replay FILE`)."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import outcomes, replay, strategies
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, make_inputs, run_cell
-from conformance.matrix import Cell
+from conformance.inputs import strategies
+from conformance.running import outcomes, replay
+from conformance.running.cells import CellPlan, make_inputs, run_cell
+from conformance.running.matrix import Cell
 
 
 def test_layouts(layout_target, run_options, record_cell, request):
@@ -33,7 +34,7 @@ def test_layouts(layout_target, run_options, record_cell, request):
                                              "--replay", str(path))
             raise AssertionError(f"{cell.state} on {dict(case.params)} {dtype} {layout}: "
                                  f"{outcomes.described(cell)}\ninputs: python -m "
-                                 f"conformance.replay {path}\nreproduce: {command}")
+                                 f"conformance.running.replay {path}\nreproduce: {command}")
         counts[cell.state] += 1
         if cell.state == "not-applicable":
             declined.append(cell)

@@ -1,9 +1,9 @@
 """The matrix: every catalogue slot x registered implementation x mode x dtype x shape-set case."""
 
 
-from conformance import outcomes
 from conformance.catalogue import slot
-from conformance.cells import run_cell
+from conformance.running import outcomes
+from conformance.running.cells import run_cell
 
 
 def test_cell(cell_plan, record_cell, request):

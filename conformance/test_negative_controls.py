@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from conformance import generators, shapesets
 from conformance.catalogue import CATALOGUE, slot
-from conformance.cells import CellPlan, make_inputs, run_cell
-from conformance.layouts import bits
+from conformance.inputs import generators, shapesets
+from conformance.inputs.layouts import bits
 from conformance.negative import load_controls, parametrize_controls
-from conformance.plan import cell_plans
 from conformance.plugin import CONTROL_PROPERTY
+from conformance.running.cells import CellPlan, make_inputs, run_cell
+from conformance.running.plan import cell_plans
 
 CONTROLS = load_controls()
 NARROW = 0.01

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from conformance import outcomes, replay, shapesets
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, make_inputs, run_cell
+from conformance.inputs import shapesets
+from conformance.running import outcomes, replay
+from conformance.running.cells import CellPlan, make_inputs, run_cell
 
 
 def test_replay(request):
@@ -19,8 +20,8 @@ def test_replay(request):
 
 
 def test_a_saved_example_prints_its_plan_and_inputs(tmp_path, capsys):
-    """`python -m conformance.replay FILE` shows what failed without running it: the plan, and
-    each argument with its dtype, shape, strides, storage offset and values."""
+    """`python -m conformance.running.replay FILE` shows what failed without running it: the
+    plan, and each argument with its dtype, shape, strides, storage offset and values."""
     spec = slot("fake_quant_int8_per_channel")
     case = next(c for c in shapesets.load(spec.shapes) if c.name == "one_element")
     plan = CellPlan(spec.name, "example-correct", "cpu", torch.float16, case, "gapped", 7)

@@ -1,14 +1,22 @@
-"""Names that moved, still importable from their old module with a ``DeprecationWarning`` that
-says where they went (docs/migration.md lists them, for out-of-tree backends).
+"""Names and modules that moved, still importable from their old place with a
+``DeprecationWarning`` that says where they went (docs/migration.md lists them, for out-of-tree
+backends).
 
 A module that lost names sets ``__getattr__ = moved(__name__, {...})``: each old name maps to
 ``"package.module:name"`` (the same object, now there) or to a callable that stands in for it
-(a function whose meaning changed, such as a predicate that now answers a reason).
+(a function whose meaning changed, such as a predicate that now answers a reason). A package
+whose modules moved calls ``moved_modules({old: new, ...})``: ``import old`` gives the new module
+itself, and ``python -m old`` runs it.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
 import warnings
 from collections.abc import Callable
 
@@ -30,3 +38,45 @@ def moved(module: str, names: dict[str, str | Callable]) -> Callable[[str], obje
         return getattr(importlib.import_module(path), attr)
 
     return __getattr__
+
+
+def moved_modules(modules: dict[str, str]) -> None:
+    """Serve each old module name in ``modules`` with its new module (installed once per table),
+    ahead of the path finders: an old name may now be a data folder (``conformance/records/``),
+    which they would import as an empty namespace package."""
+    if not any(getattr(f, "modules", None) is modules for f in sys.meta_path):
+        sys.meta_path.insert(0, _MovedModules(modules))
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds only the old names; loading one imports the new module and hands it over."""
+
+    def __init__(self, modules: dict[str, str]):
+        self.modules = modules
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.modules:
+            return importlib.util.spec_from_loader(name, self)
+        if any(old.startswith(f"{name}.") for old in self.modules) and \
+                importlib.machinery.PathFinder.find_spec(name, path) is None:  # a package gone
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def _warn(self, name: str) -> str:
+        new = self.modules[name]
+        warnings.warn(f"{name} is deprecated: moved to {new} (docs/migration.md)",
+                      DeprecationWarning, stacklevel=3)
+        return new
+
+    def create_module(self, spec):
+        if spec.name not in self.modules:  # only its moved modules import from it
+            return types.ModuleType(spec.name, "moved: see docs/migration.md")
+        return importlib.import_module(self._warn(spec.name))
+
+    def exec_module(self, module) -> None:
+        """Nothing to run: the new module ran when it was imported."""
+
+    def get_code(self, name: str):
+        """For ``python -m old``: the new module's code."""
+        new = self._warn(name)
+        return importlib.util.find_spec(new).loader.get_code(new)

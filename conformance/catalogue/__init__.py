@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from dataclasses import replace
 
-from conformance.catalogue.spec import SlotSpec
+from conformance.schema.spec import SlotSpec
 from libreyolo.kernels.slots import get_slot
 
 

@@ -1,7 +1,8 @@
 """Attention slots: bounded contracts against the caller's portable path run in float64.
 
 `ms_deform_attn` has no reference; its portable core is `libreyolo.kernels.attention.
-ms_deform_attn`, its cases and bounded check (k and floor justified) `conformance.ms_deform_attn`.
+ms_deform_attn`, its cases `conformance.inputs.ms_deform_attn_cases` and its bounded check (k and
+floor justified) `conformance.running.ms_deform_attn_parity`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import replace
 import torch
 from hypothesis import strategies as st
 
-from conformance.catalogue.spec import (
+from conformance.inputs import ms_deform_attn_cases as msda_cases
+from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
     Expectation,
@@ -20,7 +22,6 @@ from conformance.catalogue.spec import (
     error_input,
     tensor,
 )
-from conformance.ms_deform_attn import cases as msda_cases
 from libreyolo.kernels.slots import get_slot
 
 MSDA_LAYOUTS = get_slot("ms_deform_attn").layouts

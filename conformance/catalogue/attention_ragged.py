@@ -2,9 +2,10 @@
 
 `ms_deform_attn_ragged` has no reference; callers keep `ms_deform_attn_ragged` (the portable
 helper) as their path, and the suite judges implementations against it run in float64, with the
-classic slot's bounded contract (k and floor justified in `conformance.ms_deform_attn.parity`,
-re-measured for this layout in `docs/ms_deform_attn.md`, "Ragged layout"). Inputs are drawn here,
-from the cases in `shapes/ms_deform_attn_ragged.toml`, so tests and the benchmark draw the same.
+classic slot's bounded contract (k and floor justified in
+`conformance.running.ms_deform_attn_parity`, re-measured for this layout in
+`docs/ms_deform_attn.md`, "Ragged layout"). Inputs are drawn here, from the cases in
+`shapes/ms_deform_attn_ragged.toml`, so tests and the benchmark draw the same.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from conformance.catalogue.spec import (
+from conformance.inputs.layouts import apply_layout
+from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
     Expectation,
@@ -21,7 +23,6 @@ from conformance.catalogue.spec import (
     error_input,
     tensor,
 )
-from conformance.layouts import apply_layout
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS
 from libreyolo.kernels.slots import get_slot
 

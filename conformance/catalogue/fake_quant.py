@@ -12,9 +12,10 @@ from functools import partial
 import torch
 from hypothesis import strategies as st
 
-from conformance import generators as gen_
-from conformance import strategies as layouts_st
-from conformance.catalogue.spec import (
+from conformance.inputs import generators as gen_
+from conformance.inputs import strategies as layouts_st
+from conformance.inputs.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
+from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
     Inputs,
@@ -22,7 +23,6 @@ from conformance.catalogue.spec import (
     error_input,
     tensor,
 )
-from conformance.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
 
 EXPECTS = {"triton": TRITON_EXPECTATION}
 FP8_GRIDS = {"e4m3": E4M3, "e5m2": E5M2}

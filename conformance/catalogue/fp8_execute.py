@@ -14,9 +14,11 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from conformance import generators as gen_
-from conformance import strategies as layouts_st
-from conformance.catalogue.spec import (
+from conformance.inputs import generators as gen_
+from conformance.inputs import strategies as layouts_st
+from conformance.inputs.layouts import apply_layout
+from conformance.inputs.numerics import E4M3
+from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
     Expectation,
@@ -25,8 +27,6 @@ from conformance.catalogue.spec import (
     error_input,
     tensor,
 )
-from conformance.layouts import apply_layout
-from conformance.numerics import E4M3
 
 GEMM_EXPECTS = {"scaled_mm": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}))}
 EXPECTS = {"triton": TRITON_EXPECTATION}

@@ -12,9 +12,11 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from conformance import generators as gen_
-from conformance import strategies as layouts_st
-from conformance.catalogue.spec import (
+from conformance.inputs import generators as gen_
+from conformance.inputs import strategies as layouts_st
+from conformance.inputs.layouts import apply_layout
+from conformance.inputs.numerics import E2M1, E4M3, INT_BITS
+from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
     Inputs,
@@ -22,8 +24,6 @@ from conformance.catalogue.spec import (
     error_input,
     tensor,
 )
-from conformance.layouts import apply_layout
-from conformance.numerics import E2M1, E4M3, INT_BITS
 
 
 def _finite_weight(case: Case, grid, size: int, gen: torch.Generator) -> torch.Tensor:

@@ -12,8 +12,8 @@ import itertools
 
 import torch
 
-from conformance.determinism import deterministic_algorithms
 from conformance.negative import breaks
+from conformance.running.determinism import deterministic_algorithms
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     ms_deform_attn_portable,
     ms_deform_attn_ragged_portable,

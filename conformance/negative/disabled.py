@@ -1,5 +1,5 @@
 """A negative control for the `disabled` check: an implementation the registry disables while the
-suite runs it must fail that cell and every later one (`conformance/disabled.py`)."""
+suite runs it must fail that cell and every later one (`conformance/running/disabled.py`)."""
 
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ def report(*, versions_too: bool = False,
            record_state: Callable[[Implementation], str | None] | None = None) -> dict:
     """Settings in effect and, per slot, its implementations newest first with their status;
     with ``versions_too`` the versions, and with ``record_state`` (what the conformance suite's
-    ``python -m conformance.status`` passes: the runtime knows nothing of parity records) each
-    implementation's parity-record state."""
+    ``python -m conformance.reporting.status`` passes: the runtime knows nothing of parity
+    records) each implementation's parity-record state."""
     state = record_state
     slots = {}
     for slot in SLOTS:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m libreyolo.kernels", description=__doc__)
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON, with versions (parity-record states: "
-                             "python -m conformance.status, in a source checkout)")
+                             "python -m conformance.reporting.status, in a source checkout)")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="PKG",
                         help="import PKG first, so the implementations it registers are shown "
                              "(repeatable)")

@@ -64,7 +64,7 @@ EXACT_STE = Contract("exact", ste=True)
 #: docs/fp8_execute.md, "The GEMM's bound": a correct FP8 GEMM differs from the float32-summing
 #: portable path by its summation order and the order of its two scale multiplies.
 GEMM_BOUND = Contract("bounded", k=4.0, floor=8.0)
-#: Deformable attention's bound (conformance/ms_deform_attn/parity.py says why these numbers):
+#: Deformable attention's bound (conformance/running/ms_deform_attn_parity.py says why):
 #: the kernels' error over the portable float32 error was at most 2.75 under the interpreter,
 #: k = 8 leaves ~3x for the GPU's summation orders; the floor covers a portable error of zero.
 MSDA_BOUND = Contract("bounded", k=8.0, floor=8.0)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
 from libreyolo.kernels.attention.ms_deform_attn import (
     maybe_ms_deform_attn,
     ms_deform_attn_portable,

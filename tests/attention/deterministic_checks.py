@@ -24,13 +24,13 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton kernels are imported",
                 allow_module_level=True)
 
-from conformance import shapesets  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
-from conformance.cells import CellPlan, input_seed, run_cell  # noqa: E402
-from conformance.determinism import deterministic_algorithms, same_bits  # noqa: E402
-from conformance.ms_deform_attn.cases import Case, load_cases, make_inputs  # noqa: E402
-from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from conformance.inputs import shapesets  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import Case, load_cases, make_inputs  # noqa: E402
+from conformance.running.cells import CellPlan, input_seed, run_cell  # noqa: E402
+from conformance.running.determinism import deterministic_algorithms, same_bits  # noqa: E402
+from conformance.running.ms_deform_attn_parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ragged_triton_provider as ragged,

@@ -3,8 +3,8 @@
 A call site's fused output (the module with ``fused_attn`` on) is compared with its manual path
 run in float64 on the same weights and inputs (the oracle). Its largest error must be at most
 ``K`` times the manual path's own error in the same dtype, plus ``FLOOR_ULPS`` units of the dtype's
-epsilon times the oracle's largest magnitude (``conformance.bounds.bounded_limit``, the rule every
-bounded check uses).
+epsilon times the oracle's largest magnitude (``conformance.schema.bounds.bounded_limit``, the
+rule every bounded check uses).
 
 Why these numbers (measured on CPU, torch 2.13, every call site at the evidence sizes, seed 0):
 the fused error over the manual error was 0.84-1.24 in float32 and 0.52-1.14 in bfloat16, and the
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.attention_evidence import prepared
-from conformance.bounds import bounded_limit
+from conformance.reporting.attention_evidence import prepared
+from conformance.schema.bounds import bounded_limit
 
 K = 4.0
 FLOOR_ULPS = 4.0

@@ -7,7 +7,7 @@ child checks the Triton side). Non-finite locations are legal: every path reads 
 
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases
+from conformance.inputs.ms_deform_attn_cases import load_cases
 
 HOSTILE_CASE = next(c for c in load_cases(sizes=("small",)) if c.name == "levels_1x1")
 

@@ -15,13 +15,13 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton kernels are imported",
                 allow_module_level=True)
 
-from conformance.ms_deform_attn.cases import (  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import (  # noqa: E402
     LOCATIONS,
     Case,
     load_cases,
     make_inputs,
 )
-from conformance.ms_deform_attn.parity import bounded_check  # noqa: E402
+from conformance.running.ms_deform_attn_parity import bounded_check  # noqa: E402
 from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import levels as levels_module  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (

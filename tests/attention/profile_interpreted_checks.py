@@ -23,7 +23,7 @@ from benchmarks.profile_ms_deform_attn import (  # noqa: E402
     profile_cases,
     profile_step,
 )
-from conformance.ms_deform_attn.cases import Case  # noqa: E402
+from conformance.inputs.ms_deform_attn_cases import Case  # noqa: E402
 
 TINY = Case("tiny", "test", "small", batch=1, levels=((2, 2), (1, 1)), heads=1, channels=4,
             points=1, queries=2)

@@ -17,9 +17,9 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton kernels are imported",
                 allow_module_level=True)
 
-from conformance import shapesets  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.inputs import shapesets  # noqa: E402
 from conformance.negative.ms_deform_attn_ragged import nearest_rounding_off_by_one  # noqa: E402
 from libreyolo.kernels import dispatch  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402  # noqa: E402

@@ -12,13 +12,13 @@ import os
 import pytest
 import torch
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.catalogue.attention_ragged import draw_inputs
-from conformance.cells import CellPlan, _grad_generator, input_seed, make_inputs, run_cell
-from conformance.determinism import deterministic_algorithms, differing, same_bits
-from conformance.ms_deform_attn.cases import load_cases
-from conformance.ms_deform_attn.cases import make_inputs as classic_inputs
+from conformance.inputs import shapesets
+from conformance.inputs.ms_deform_attn_cases import load_cases
+from conformance.inputs.ms_deform_attn_cases import make_inputs as classic_inputs
+from conformance.running.cells import CellPlan, _grad_generator, input_seed, make_inputs, run_cell
+from conformance.running.determinism import deterministic_algorithms, differing, same_bits
 
 pytestmark = [
     pytest.mark.gpu,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.attention_evidence import limited
+from conformance.reporting.attention_evidence import limited
 from libreyolo.kernels.attention import families
 from libreyolo.nn import attention as nn_attention
 

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 import torch
 
-from conformance.attention_evidence import (
+from conformance.reporting.attention_evidence import (
     DOCS_FILE,
     TABLE_BEGIN,
     TABLE_END,
@@ -35,7 +35,7 @@ def test_the_stored_evidence_is_what_the_reference_platform_measures(measured):
     stale = [(row, fresh) for row, fresh in zip(stored_rows(), measured, strict=True)
              if row != fresh]
     assert not stale, ("evidence.toml is stale; regenerate it with "
-                       f"`python -m conformance.attention_evidence`: {stale}")
+                       f"`python -m conformance.reporting.attention_evidence`: {stale}")
 
 
 def test_the_evidence_covers_every_call_site_in_both_dtypes():

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from conformance.attention_evidence import limited, prepared
+from conformance.reporting.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import families, manual_attention_required
 from libreyolo.nn import attention as nn_attention
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from conformance.attention_evidence import limited, prepared
+from conformance.reporting.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import (
     families,
     fused_attention_default,

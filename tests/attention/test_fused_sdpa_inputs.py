@@ -22,7 +22,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conformance.attention_evidence import limited, prepared
+from conformance.reporting.attention_evidence import limited, prepared
 from libreyolo.kernels.attention import families
 from libreyolo.nn import attention as nn_attention
 from libreyolo.nn.attention import SDPA_ALIGNMENT, TinyViTAttention, WindowAttention

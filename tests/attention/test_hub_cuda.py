@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
-from conformance.ms_deform_attn.parity import bounded_check
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
+from conformance.running.ms_deform_attn_parity import bounded_check
 from libreyolo.kernels import KernelDisabledWarning, registry, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider, maybe_ms_deform_attn
 from libreyolo.kernels.hub import HubKernelRefused, lock

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
 from libreyolo.kernels import clear_cache
 from libreyolo.kernels.attention.ms_deform_attn import can_use_slot, maybe_ms_deform_attn
 from libreyolo.kernels.attention.ms_deform_attn import dispatch as ms_dispatch

@@ -6,9 +6,9 @@
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
-from conformance.ms_deform_attn.parity import bounded_check
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
 from conformance.negative.ms_deform_attn import CONTROLS
+from conformance.running.ms_deform_attn_parity import bounded_check
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 
 SMALL_CASES = load_cases(sizes=("small",))

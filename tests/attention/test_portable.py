@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import Case, load_cases, make_inputs
+from conformance.inputs.ms_deform_attn_cases import Case, load_cases, make_inputs
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     ms_deform_attn_portable,
     ms_deform_attn_ragged,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.catalogue.attention_ragged import draw_inputs
+from conformance.inputs import shapesets
 from libreyolo.kernels import register, settings, unregister
 from libreyolo.kernels.attention.ms_deform_attn import (
     ms_deform_attn_ragged,

@@ -10,9 +10,9 @@ import os
 import pytest
 import torch
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
 from conformance.catalogue.attention_ragged import draw_inputs
+from conformance.inputs import shapesets
 from libreyolo.kernels.attention.ms_deform_attn import (
     ms_deform_attn_ragged,
     ms_deform_attn_ragged_portable,

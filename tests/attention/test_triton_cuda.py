@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
-from conformance.ms_deform_attn.parity import bounded_check
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
+from conformance.running.ms_deform_attn_parity import bounded_check
 
 pytestmark = [
     pytest.mark.gpu,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import matrix
-from conformance.child import run_pytest
-from conformance.provenance import ROOT
+from conformance.evidence.provenance import ROOT
+from conformance.running import matrix
+from conformance.running.child import run_pytest
 
 DOCS = ROOT / "docs" / "conformance.md"
 SLOT = "fake_quant_int4_per_channel"

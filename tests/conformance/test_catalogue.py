@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.render import catalogue_table, generated_block
+from conformance.inputs import shapesets
+from conformance.reporting.render import catalogue_table, generated_block
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
@@ -25,7 +25,7 @@ def test_a_profile_repeats_no_field_of_the_declaration():
     fields are the suite's (inputs, strategy, errors, expectations), never the slot's."""
     from dataclasses import fields
 
-    from conformance.catalogue.spec import SlotSpec
+    from conformance.schema.spec import SlotSpec
     from libreyolo.kernels import Slot
 
     declared = {f.name for f in fields(Slot)} - {"name"}
@@ -53,4 +53,5 @@ def test_a_malformed_shape_set_is_refused_with_its_reason(tmp_path, text, error)
 
 def test_the_docs_slot_table_is_generated_from_the_catalogue():
     table = generated_block(DOCS.read_text(), "catalogue-table")
-    assert table == catalogue_table(), "regenerate: python -m conformance.render --catalogue"
+    assert table == catalogue_table(), \
+        "regenerate: python -m conformance.reporting.render --catalogue"

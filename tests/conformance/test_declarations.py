@@ -18,14 +18,17 @@ from unittest import mock
 import pytest
 import torch
 
-from conformance import cells, declarations, gate, matrix, plugin
+from conformance import plugin
 from conformance.catalogue import slot
-from conformance.cells import run_cell
-from conformance.child import run_pytest
-from conformance.gate import Target
+from conformance.evidence import gate
+from conformance.evidence.gate import Target
+from conformance.inputs.strategies import profile
 from conformance.negative import load_controls
-from conformance.plan import RunOptions, cell_plans
-from conformance.strategies import profile
+from conformance.running import cells, matrix
+from conformance.running.cells import run_cell
+from conformance.running.child import run_pytest
+from conformance.running.plan import RunOptions, cell_plans
+from conformance.schema import declarations
 from libreyolo import capture
 from libreyolo.kernels import Capabilities, dispatch, explain, register, unregister
 from libreyolo.quant.fake_quant import fake_quant_int8_per_channel

@@ -1,13 +1,13 @@
 """A disabled implementation is a failure in every kind of run: once the registry disables it,
 the cell where that happened and every later cell of it fail with check `disabled`, naming the
-first failure and where it was; none is `not-applicable` (conformance/disabled.py)."""
+first failure and where it was; none is `not-applicable` (conformance/running/disabled.py)."""
 
 import json
 import os
 from pathlib import Path
 
-from conformance.child import run_pytest
 from conformance.negative.disabled import SLOT
+from conformance.running.child import run_pytest
 
 BACKENDS = Path(__file__).resolve().parent / "backends"
 SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py", "conformance/test_errors.py")

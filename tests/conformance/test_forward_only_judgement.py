@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from conformance import cells, contracts
 from conformance.catalogue import slot
-from conformance.shapesets import load
+from conformance.inputs.shapesets import load
+from conformance.running import cells, contracts
 
 
 def test_bounded_forward_only_judgement_compares_the_output_alone():

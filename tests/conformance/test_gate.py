@@ -5,8 +5,8 @@ import copy
 
 import pytest
 
-from conformance import gate, provenance, records, stack
-from conformance.gate import RECORD_COMMAND, Target, record_problem
+from conformance.evidence import gate, provenance, records, stack
+from conformance.evidence.gate import RECORD_COMMAND, Target, record_problem
 from libreyolo.kernels import register, registered, unregister
 
 SLOT = "fake_quant_fp8"

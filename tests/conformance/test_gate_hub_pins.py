@@ -1,11 +1,11 @@
 """THE GATE on the Hub lock: a lock that differs from its awaiting entry, or from a green record,
-fails CI (conformance/hub_pins.py; the record side is the gate's staleness check, since the lock
-is among the Hub implementation's sources)."""
+fails CI (conformance/evidence/hub_pins.py; the record side is the gate's staleness check, since
+the lock is among the Hub implementation's sources)."""
 
 from dataclasses import replace
 
-from conformance import hub_pins
-from conformance.gate import Target, in_tree_targets
+from conformance.evidence import hub_pins
+from conformance.evidence.gate import Target, in_tree_targets
 from libreyolo.kernels.hub import lock
 from libreyolo.kernels.registry import awaiting_record
 
@@ -52,7 +52,7 @@ def test_an_awaiting_pin_of_an_implementation_without_the_lock_in_its_sources_fa
 def test_a_lock_that_differs_from_a_green_records_stales_it(whole_suite):
     """A record covered the lock as it was; today's lock differs: the gate's staleness check
     names the lock file (a record made for another pin cannot stay green)."""
-    from conformance import gate
+    from conformance.evidence import gate
 
     hub = {t.key: t for t in in_tree_targets()}["ms_deform_attn/hub"]
     current = gate.current_digest(hub)

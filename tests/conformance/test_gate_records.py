@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from conformance import gate, provenance, records, rederive, stack
 from conformance.catalogue import CATALOGUE
-from conformance.gate import current_digest, gate_problems, in_tree_targets
+from conformance.evidence import gate, provenance, records, rederive, stack
+from conformance.evidence.gate import current_digest, gate_problems, in_tree_targets
 from libreyolo.kernels import registered, registry, settings
 from libreyolo.kernels.providers import IN_TREE_PROVIDERS
 from libreyolo.kernels.registry import awaiting_record
@@ -69,7 +69,7 @@ def test_the_scan_finds_the_same_registrations_without_triton_or_cuda(whole_suit
                 if name.split(".")[0] in ("triton", "kernels"):
                     raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         sys.meta_path.insert(0, Refuse())
-        from conformance.gate import in_tree_targets
+        from conformance.evidence.gate import in_tree_targets
         print(sorted(t.key for t in in_tree_targets()))
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=provenance.ROOT,
@@ -94,7 +94,7 @@ def _declared_order_problems(keys_by_module: list[tuple[str, str]]) -> list[str]
 
 
 _SCAN_ORDER = textwrap.dedent("""
-    from conformance.gate import in_tree_targets
+    from conformance.evidence.gate import in_tree_targets
     from libreyolo.kernels import registered
     targets = in_tree_targets()
     modules = {(i.op, i.name): i.fn.__module__ for t in targets for i in registered(t.slot)}
@@ -212,7 +212,7 @@ def test_recorded_bounds_are_rederived_on_cpu(whole_suite, slot, seed, dtype, ca
 
 
 def test_the_records_table_shows_a_record_without_a_commit_instead_of_crashing(monkeypatch):
-    from conformance import render
+    from conformance.reporting import render
 
     record = {"counts": {"mode": {}, "state": {"pass": 1}}, "worst": {}, "profile": "thorough",
               "source_digest": "0" * 64, "git": {"commit": None}, "written": "2026-12-01",

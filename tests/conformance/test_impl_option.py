@@ -7,9 +7,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from conformance import strategies
-from conformance.child import run_pytest
-from conformance.outcomes import plugin_args
+from conformance.inputs import strategies
+from conformance.running.child import run_pytest
+from conformance.running.outcomes import plugin_args
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 #: Tests that use `whole_suite`, one per module that has them.

@@ -1,5 +1,6 @@
 """The suite's modules import each other without a cycle (function-level imports counted: a cycle
-hidden in a function still ties the modules together), so each can be read from the bottom up."""
+hidden in a function still ties the modules together), so each can be read from the bottom up; and
+they sit in folders by purpose, each folder importing only the folders before it."""
 
 from __future__ import annotations
 
@@ -70,3 +71,39 @@ def test_the_suite_has_no_import_cycle():
 
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+#: The suite's folders by purpose, in import order: a module imports its own folder's or earlier
+#: ones'. ``plugin.py`` (which drives a run), ``negative/`` (the controls, which the gate counts)
+#: and ``golden/`` stand outside the order.
+LAYERS = ("schema", "inputs", "catalogue", "running", "evidence", "reporting")
+TOP_LEVEL = {"__init__.py", "plugin.py"}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a later folder from an earlier one, as ``module -> module``."""
+    def layer(module: str) -> int | None:
+        parts = module.split(".")
+        return LAYERS.index(parts[1]) if len(parts) > 2 and parts[1] in LAYERS else None
+
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                  if layer(m) is not None and (layer(d) or 0) > layer(m))
+
+
+def test_the_suite_modules_sit_in_folders_by_purpose():
+    loose = sorted(p.name for p in SUITE.glob("*.py")
+                   if p.name not in TOP_LEVEL and not p.name.startswith("test_"))
+    assert loose == [], f"move these into a folder by purpose ({', '.join(LAYERS)}): {loose}"
+    for folder in LAYERS:
+        assert (SUITE / folder / "__init__.py").read_text().startswith('"""'), \
+            f"conformance/{folder}/__init__.py says what the folder holds"
+
+
+def test_no_folder_imports_a_later_one():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"conformance.schema.spec": {"conformance.running.cells"},
+             "conformance.running.cells": {"conformance.schema.spec"}}
+    assert upward_imports(graph) == ["conformance.schema.spec -> conformance.running.cells"]

@@ -6,11 +6,12 @@ import re
 
 import torch
 
-from conformance import outcomes, shapesets
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, run_cell
-from conformance.matrix import Cell
+from conformance.inputs import shapesets
 from conformance.negative import load_controls
+from conformance.running import outcomes
+from conformance.running.cells import CellPlan, run_cell
+from conformance.running.matrix import Cell
 
 CONTROLS = {c.name: c for c in load_controls()}
 

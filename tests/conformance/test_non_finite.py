@@ -9,9 +9,10 @@ import math
 
 import torch
 
-from conformance import contracts, records
-from conformance.catalogue.spec import Contract
-from conformance.matrix import Cell, json_safe
+from conformance.evidence import records
+from conformance.running import contracts
+from conformance.running.matrix import Cell, json_safe
+from conformance.schema.spec import Contract
 
 NAN, INF = float("nan"), float("inf")
 

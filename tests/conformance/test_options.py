@@ -6,8 +6,8 @@ import subprocess
 import pytest
 import torch
 
-from conformance.child import run_pytest
-from conformance.outcomes import plugin_args
+from conformance.running.child import run_pytest
+from conformance.running.outcomes import plugin_args
 
 
 def collect(config, *options) -> subprocess.CompletedProcess:

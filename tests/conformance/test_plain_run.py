@@ -1,5 +1,5 @@
 """The plain GPU run (`pytest conformance/ --gpu -n auto`) is evidence CI checks: its result,
-written by the run itself (`conformance/plain_run.py`), must be green and must have covered
+written by the run itself (`conformance/evidence/plain_run.py`), must be green and must have covered
 today's sources, the references' included. Re-derived here: the counts from the cells, the
 digests from the tree, the controls from the suite."""
 
@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from conformance import plain_run
+from conformance.evidence import plain_run
+from conformance.evidence.rerecord import plain_run_problems, registered_pairs
 from conformance.negative import load_controls
-from conformance.rerecord import plain_run_problems, registered_pairs
 
 CONTROLS = {c.name for c in load_controls()}
 
@@ -17,7 +17,7 @@ CONTROLS = {c.name for c in load_controls()}
 def test_the_committed_plain_gpu_run_is_green_and_covers_todays_sources():
     problems = plain_run_problems()
     assert not problems, ("the plain GPU run's evidence does not hold for HEAD; on a GPU of the "
-                          "declared stack run `python -m conformance.rerecord`:\n- "
+                          "declared stack run `python -m conformance.evidence.rerecord`:\n- "
                           + "\n- ".join(problems))
 
 
@@ -29,7 +29,7 @@ def current():
 @pytest.fixture
 def green(current):
     """Evidence as a green run of today's tree would write it (its commit: HEAD)."""
-    from conformance import provenance
+    from conformance.evidence import provenance
 
     cells = {f"{key.replace('/', ':')}:cuda:float32:case@contiguous:suite": "pass"
              for key in current}

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import records, rederive
 from conformance.catalogue import slot
-from conformance.cells import CellPlan, input_seed, run_cell
-from conformance.recorder import Recorder, slot_impl
-from conformance.render import generated_block, records_table
-from conformance.shapesets import load
+from conformance.evidence import records, rederive
+from conformance.evidence.recorder import Recorder, slot_impl
+from conformance.inputs.shapesets import load
+from conformance.reporting.render import generated_block, records_table
+from conformance.running.cells import CellPlan, input_seed, run_cell
 
 NODE = "conformance/test_matrix.py::test_cell[fake_quant_fp8:triton:cuda:{}]"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
@@ -92,7 +92,7 @@ def test_a_bounded_cell_records_the_reference_side_cpu_ci_rederives():
 def _config(args, **narrowing):
     from types import SimpleNamespace
 
-    from conformance.provenance import ROOT
+    from conformance.evidence.provenance import ROOT
 
     option = {"keyword": "", "markexpr": "", "ignore": None, "ignore_glob": None,
               "deselect": None, **narrowing}
@@ -113,7 +113,7 @@ def test_only_a_run_of_the_whole_suite_writes_records(monkeypatch, args, narrowi
     from types import SimpleNamespace
 
     from conformance import plugin
-    from conformance.records import RECORD_PROFILE
+    from conformance.evidence.records import RECORD_PROFILE
 
     thorough = SimpleNamespace(profile=SimpleNamespace(name=RECORD_PROFILE))
     monkeypatch.setattr(plugin, "options", lambda config: thorough)
@@ -121,7 +121,7 @@ def test_only_a_run_of_the_whole_suite_writes_records(monkeypatch, args, narrowi
 
 
 def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
-    from conformance.matrix import Cell
+    from conformance.running.matrix import Cell
 
     cells = [Cell("ms_deform_attn", "triton", "cuda", "float32", f"c{i}@contiguous", "small",
                   "pass", measurements={"output": {"max_abs_err": err, "bound": 4e-6}})
@@ -132,4 +132,4 @@ def test_a_bounded_records_worst_case_is_its_error_as_a_fraction_of_the_bound():
 
 def test_the_docs_records_table_is_generated_from_the_committed_records(whole_suite):
     table = generated_block(DOCS.read_text(), "records-table")
-    assert table == records_table(), "regenerate: python -m conformance.render --records"
+    assert table == records_table(), "regenerate: python -m conformance.reporting.render --records"

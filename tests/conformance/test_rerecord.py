@@ -1,9 +1,10 @@
 """The re-record command: only what the gate reports, packed into groups that fit one device
 command, each group one record run of the whole suite (`--slot`), so its records are complete."""
 
-from conformance import gate, rerecord, strategies
-from conformance.gate import Target
-from conformance.records import RECORD_PROFILE
+from conformance.evidence import gate, rerecord
+from conformance.evidence.gate import Target
+from conformance.evidence.records import RECORD_PROFILE
+from conformance.inputs import strategies
 
 
 def _targets(seconds: dict, impl="triton"):

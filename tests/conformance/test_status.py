@@ -1,11 +1,11 @@
-"""``python -m conformance.status``: the runtime's report with each implementation's
+"""``python -m conformance.reporting.status``: the runtime's report with each implementation's
 parity-record state, as the gate judges it (the runtime itself never reads records)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance import status
+from conformance.reporting import status
 from libreyolo.kernels.registry import Implementation
 
 
@@ -21,7 +21,7 @@ def test_record_state_is_stale_when_the_sources_changed(tmp_path):
 def test_record_state_of_todays_sources_is_the_gates_verdict(monkeypatch, problem, state):
     """A record whose digest is today's sources' is green exactly when the gate accepts it (the
     report once compared the digest with the whole provenance and called every record stale)."""
-    from conformance import gate, records
+    from conformance.evidence import gate, records
 
     impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
     today = gate.current_digest(gate.Target(impl.op, impl.name, impl.sources, None))["digest"]
@@ -46,7 +46,7 @@ def test_the_status_command_reports_record_states():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "conformance.status", "--json"],
+    done = subprocess.run([sys.executable, "-m", "conformance.reporting.status", "--json"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     rows = {i["name"]: i for i in json.loads(done.stdout)["slots"]["fake_quant_fp8"]

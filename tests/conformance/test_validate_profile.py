@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from conformance import strategies
 from conformance.catalogue import slot
-from conformance.cells import run_cell
+from conformance.inputs import strategies
 from conformance.negative import load_controls
-from conformance.plan import cell_plans
+from conformance.running.cells import run_cell
+from conformance.running.plan import cell_plans
 
 VALIDATE_CONTROLS = load_controls("VALIDATE_CONTROLS")
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from conformance.catalogue import CATALOGUE
-from conformance.catalogue.spec import Inputs
-from conformance.shapesets import load
+from conformance.inputs.shapesets import load
+from conformance.schema.spec import Inputs
 from libreyolo.kernels import (
     Capabilities,
     SelectionWarning,
@@ -252,7 +252,7 @@ def _fake_quant_tries() -> list[Try]:
 
 def _msda(break_inputs, path):
     def build(device):
-        from conformance.ms_deform_attn.cases import make_inputs
+        from conformance.inputs.ms_deform_attn_cases import make_inputs
 
         inputs = [t.to(tensor_device(device)) if isinstance(t, torch.Tensor) else t
                   for t in make_inputs(HOSTILE_CASE)]
@@ -762,7 +762,7 @@ def _tool(main, *argv):
 
 
 def _replay_main(argv):
-    from conformance import replay
+    from conformance.running import replay
 
     return replay.main(argv)
 
@@ -795,13 +795,14 @@ def _saved(obj) -> bytes:
 
 
 TOOL_TRIES = [
-    Try("conformance.replay:missing-file", "python -m conformance.replay", ("missing.pt",),
-        ExitedWith2, _replay_file("missing.pt", None), (7,), HOST),
-    Try("conformance.replay:empty-file", "python -m conformance.replay", ("empty.pt", "empty"),
-        ExitedWith2, _replay_file("empty.pt", b""), (7,), HOST),
-    Try("conformance.replay:corrupt-file", "python -m conformance.replay", ("corrupt.pt",),
-        ExitedWith2, _replay_file("corrupt.pt", b"not a torch file\n"), (7,), HOST),
-    Try("conformance.replay:wrong-schema", "python -m conformance.replay",
+    Try("conformance.running.replay:missing-file", "python -m conformance.running.replay",
+        ("missing.pt",), ExitedWith2, _replay_file("missing.pt", None), (7,), HOST),
+    Try("conformance.running.replay:empty-file", "python -m conformance.running.replay",
+        ("empty.pt", "empty"), ExitedWith2, _replay_file("empty.pt", b""), (7,), HOST),
+    Try("conformance.running.replay:corrupt-file", "python -m conformance.running.replay",
+        ("corrupt.pt",), ExitedWith2, _replay_file("corrupt.pt", b"not a torch file\n"), (7,),
+        HOST),
+    Try("conformance.running.replay:wrong-schema", "python -m conformance.running.replay",
         ("wrong.pt", "plan"), ExitedWith2, _replay_file("wrong.pt", _saved({"x": 1})), (7,),
         HOST),
     Try("python -m libreyolo.kernels:--import", "python -m libreyolo.kernels",
@@ -845,6 +846,6 @@ ARGUMENTS = {
     "unpack_int8": ("codes", "scale"), "unpack_fp8": ("scale", "axis"),
     "LIBREYOLO_KERNELS": ("LIBREYOLO_KERNELS",),
     "LIBREYOLO_FP8_FAST_ACCUMULATION": ("LIBREYOLO_FP8_FAST_ACCUMULATION",),
-    "python -m conformance.replay": ("missing.pt", "empty.pt", "corrupt.pt", "wrong.pt"),
+    "python -m conformance.running.replay": ("missing.pt", "empty.pt", "corrupt.pt", "wrong.pt"),
     "python -m libreyolo.kernels": ("--import",),
 }

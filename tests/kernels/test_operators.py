@@ -12,9 +12,9 @@ import contextlib
 import pytest
 import torch
 
-from conformance import generators, shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.cells import CellPlan, make_inputs
+from conformance.inputs import generators, shapesets
+from conformance.running.cells import CellPlan, make_inputs
 from libreyolo.kernels import SLOTS, operators, ops
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

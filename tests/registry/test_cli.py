@@ -50,7 +50,7 @@ def test_text_report_names_the_selection_per_slot():
 
 def test_json_report_gives_versions_and_origins_and_no_record_states():
     """Parity records are the suite's: the runtime's report has none (python -m
-    conformance.status adds them), so it runs the same outside a checkout."""
+    conformance.reporting.status adds them), so it runs the same outside a checkout."""
     done = run_cli("--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

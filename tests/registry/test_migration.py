@@ -1,11 +1,14 @@
 """Every moved name of docs/migration.md still imports from its old module, with a
 DeprecationWarning naming where it went, and is the new object (or, where the table says the
-meaning changed, a stand-in that keeps the old meaning)."""
+meaning changed, a stand-in that keeps the old meaning); every moved module of the suite imports
+from its old name as the new module itself, and runs as a command from it."""
 
 from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -66,3 +69,30 @@ def test_an_unknown_name_is_still_an_attribute_error():
     name = "no_such_name"
     with pytest.raises(AttributeError, match=f"has no attribute '{name}'"):
         getattr(importlib.import_module("libreyolo.capture"), name)
+
+
+MODULE_ROW = re.compile(r"^\| `([\w.]+)` \| `([\w.]+)` \|$")
+MODULE_ROWS = [MODULE_ROW.match(line).groups() for line in DOCS.read_text().splitlines()
+               if MODULE_ROW.match(line)]
+
+
+def test_the_module_table_is_the_suites_own():
+    from conformance import MOVED
+
+    assert dict(MODULE_ROWS) == MOVED and len(MOVED) >= 30
+
+
+@pytest.mark.parametrize("row", MODULE_ROWS, ids=[r[0] for r in MODULE_ROWS])
+def test_a_moved_module_warns_and_is_the_new_one(row):
+    old, new = row
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=re.escape(f"{old} is deprecated: moved to {new}")):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_an_old_module_name_still_runs_as_a_command():
+    result = subprocess.run([sys.executable, "-m", "conformance.status", "--help"],
+                            capture_output=True, text=True, cwd=DOCS.parents[1], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "conformance.reporting.status" in result.stdout

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from conformance.catalogue import CATALOGUE
-from conformance.shapesets import load
+from conformance.inputs.shapesets import load
 from libreyolo.kernels import decline_reason, dispatch, registered, registry
 
 pytestmark = [

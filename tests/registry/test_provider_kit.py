@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
+from conformance.inputs import shapesets
 from libreyolo.kernels import registered, triton_kit
 from libreyolo.kernels.providers import IN_TREE
 from libreyolo.kernels.registry import answer

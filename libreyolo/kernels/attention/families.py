@@ -4,7 +4,7 @@
 A family's default comes from those two files and nothing else: the upstream default where the
 upstream module itself defaults to SDPA (timm's ViT and DeiT, MoGe-2), else SDPA only where every
 call site was byte-exact on the reference platform in every measured dtype, else the manual
-equation with the flag off. ``python -m conformance.attention_evidence`` regenerates the
+equation with the flag off. ``python -m conformance.reporting.attention_evidence`` regenerates the
 evidence and the docs table; ``tests/attention/test_fused_evidence.py`` fails when either is stale.
 """
 
@@ -130,7 +130,7 @@ def decide(entry: Family, exact: dict[str, dict[str, bool]]) -> tuple[bool, str]
     missing = {site.id for site in entry.sites} - set(exact)
     if missing:
         raise ValueError(f"{entry.name}: no evidence for {sorted(missing)}; regenerate it with "
-                         "`python -m conformance.attention_evidence`")
+                         "`python -m conformance.reporting.attention_evidence`")
     if all(all(per_dtype.values()) for per_dtype in exact.values()):
         return True, "byte-exact at every call site"
     inexact = sorted(f"{site} {dtype}" for site, per_dtype in exact.items()

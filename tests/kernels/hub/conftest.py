@@ -9,7 +9,7 @@ import socket
 import hub_stand_in as stand_in
 import pytest
 
-from conformance.hub_cache import lock_text
+from conformance.evidence.hub_cache import lock_text
 from libreyolo.kernels import registry, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider
 from libreyolo.kernels.hub import loader, lock, variant_digest

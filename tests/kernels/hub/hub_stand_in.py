@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from conformance.hub_cache import local_revision, write_variant
+from conformance.evidence.hub_cache import local_revision, write_variant
 
 REPO = "kernels-community/deformable-detr"
 NAME = "deformable-detr"

@@ -12,7 +12,7 @@ from pathlib import Path
 import hub_stand_in as stand_in
 import pytest
 
-from conformance.hub_cache import lock_text
+from conformance.evidence.hub_cache import lock_text
 from libreyolo.kernels import settings
 from libreyolo.kernels.hub import HubKernelRefused, LockError, lock, verify
 from libreyolo.kernels.hub import loader as hub_loader

@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from conformance.ms_deform_attn.cases import load_cases, make_inputs
+from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs
 from libreyolo.kernels import KernelDisabledWarning, decline_reason, registered, settings
 from libreyolo.kernels.attention.ms_deform_attn import hub_provider, maybe_ms_deform_attn
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
@@ -158,7 +158,7 @@ socket.socket, socket.create_connection = Refused, refuse
 
 
 def run_child(script: str, env: dict) -> subprocess.CompletedProcess:
-    from conformance import provenance
+    from conformance.evidence import provenance
 
     done = subprocess.run([sys.executable, "-c", CHILD_GUARD + textwrap.dedent(script)],
                           cwd=provenance.ROOT, capture_output=True, text=True, timeout=300,

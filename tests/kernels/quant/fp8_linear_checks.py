@@ -18,7 +18,7 @@ from quant_check_device import DEVICE, INTERPRETING, MARKS
 
 pytestmark = MARKS
 
-from conformance.bounds import bounded_limit  # noqa: E402
+from conformance.schema.bounds import bounded_limit  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
     FAST_ACCUMULATION_MAX_K,

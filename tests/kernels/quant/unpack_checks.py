@@ -29,7 +29,7 @@ from unpack_inputs import (  # noqa: E402
 )
 
 from conformance.golden import regenerate  # noqa: E402
-from conformance.layouts import bits  # noqa: E402
+from conformance.inputs.layouts import bits  # noqa: E402
 from libreyolo.kernels import registered  # noqa: E402
 from libreyolo.kernels.prepared import Prepared  # noqa: E402
 from libreyolo.kernels.quant.execute import unpack_kernels, unpack_plan, unpack_tiles  # noqa: E402

@@ -119,7 +119,7 @@ def _gemm(rowwise: bool):
     return name, run, accepts
 
 
-# Unconditional, at import (conformance/gate.py scans for registrations that are not).
+# Unconditional, at import (conformance/evidence/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts = _triton(_slot)
     register(_slot, _run, name="triton", predicate=triton_ready, capabilities=CAPABILITIES,

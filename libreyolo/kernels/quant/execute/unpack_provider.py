@@ -58,7 +58,7 @@ def _implementation(slot: str):
     return run, accepts
 
 
-# Unconditional, at import (conformance/gate.py scans for registrations that are not).
+# Unconditional, at import (conformance/evidence/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts = _implementation(_slot)
     register(_slot, _run, name=NAME, predicate=triton_ready, capabilities=CAPABILITIES,

@@ -64,7 +64,7 @@ def _implementation(slot: str):
 
 __getattr__ = moved(__name__, {"triton_ready": "libreyolo.kernels.triton_kit:triton_ready"})
 
-# Unconditional, at import (conformance/gate.py scans for registrations that are not).
+# Unconditional, at import (conformance/evidence/gate.py scans for registrations that are not).
 for _slot in PLANNERS:
     _run, _accepts, _backward = _implementation(_slot)
     register(_slot, _run, name=NAME, predicate=triton_kit.triton_ready,

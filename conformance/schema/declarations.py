@@ -5,12 +5,12 @@ declaration: a cell outside the declaration is `not-applicable` with the registr
 (`declared unsupported (...)`), counted apart from environment declines, and a decline inside it
 still fails. In tree, the catalogue is the bar whatever is declared: a case the catalogue holds
 an in-tree implementation to and its declaration leaves out fails (check `declared`), and the
-gate fails the declaration itself (`conformance/gate.py`).
+gate fails the declaration itself (`conformance/evidence/gate.py`).
 """
 
 from __future__ import annotations
 
-from conformance.catalogue.spec import Expectation, SlotSpec
+from conformance.schema.spec import Expectation, SlotSpec
 
 #: The package whose functions are in-tree, whoever registered them.
 _PACKAGE = "libreyolo"

@@ -24,21 +24,21 @@ import platform
 import subprocess
 from pathlib import Path
 
-from conformance import shapesets
-from conformance.catalogue.spec import SlotSpec
+from conformance.inputs import shapesets
+from conformance.schema.spec import SlotSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IN_REPO_PACKAGES = ("libreyolo", "conformance")
 # The suite's own machinery: what runs (plan, the test modules, the plugin) and how a verdict and
 # its record are made. Any edit to these changes every record's digest.
 ALWAYS = (
-    "conformance/cells.py",
-    "conformance/plan.py",
+    "conformance/running/cells.py",
+    "conformance/running/plan.py",
     "conformance/plugin.py",
-    "conformance/outcomes.py",
-    "conformance/recorder.py",
-    "conformance/records.py",
-    "conformance/shapesets.py",
+    "conformance/running/outcomes.py",
+    "conformance/evidence/recorder.py",
+    "conformance/evidence/records.py",
+    "conformance/inputs/shapesets.py",
     "conformance/catalogue/__init__.py",
     "conformance/test_matrix.py",
     "conformance/test_layouts.py",

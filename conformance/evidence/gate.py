@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from conformance import provenance, records, stack
 from conformance.catalogue import CATALOGUE
-from conformance.declarations import is_in_tree
-from conformance.records import RECORD_PROFILE
+from conformance.evidence import provenance, records, stack
+from conformance.evidence.records import RECORD_PROFILE
+from conformance.schema.declarations import is_in_tree
 
 #: The one command that re-records what the gate reports: it finds the stale records itself.
-RECORD_COMMAND = "python -m conformance.rerecord"
+RECORD_COMMAND = "python -m conformance.evidence.rerecord"
 IN_TREE_PACKAGE = "libreyolo"
 GPU_MODES = ("cuda", "cuda-graph")
 
@@ -137,8 +137,8 @@ def in_tree_targets() -> tuple[Target, ...]:
 def expected_cells(target: Target) -> set[str]:
     """The cell keys a complete record of `target` holds: every shape-set cell of the record
     profile in both GPU modes, and the hypothesis exploration of each mode."""
-    from conformance.plan import RunOptions, cell_plans
-    from conformance.strategies import profile
+    from conformance.inputs.strategies import profile
+    from conformance.running.plan import RunOptions, cell_plans
 
     run = RunOptions(profile=profile(RECORD_PROFILE), gpu=True, impl=target.impl,
                      slots=frozenset({target.slot}))

@@ -14,8 +14,8 @@ import contextvars
 
 import torch
 
-from conformance.layouts import apply_layout
-from conformance.numerics import Grid, edge_values
+from conformance.inputs.layouts import apply_layout
+from conformance.inputs.numerics import Grid, edge_values
 
 EDGE_FRACTION = 0.25
 _PLAIN = contextvars.ContextVar("plain_values", default=False)

@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from conformance.matrix import Cell
+from conformance.running.matrix import Cell
 
 
 def rerun_command(config, nodeid: str, *extra: str) -> str:

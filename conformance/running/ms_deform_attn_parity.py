@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.bounds import bounded_limit
+from conformance.schema.bounds import bounded_limit
 from libreyolo.kernels.attention.ms_deform_attn.portable import ms_deform_attn_portable
 from libreyolo.kernels.slots import MSDA_BOUND
 

@@ -8,7 +8,7 @@ the failing cells, the negative controls' verdicts, the test outcomes, the GPUs 
 the machine and the declared stack, the commit, and the source digest of every implementation it
 ran. CPU CI (`tests/conformance/test_plain_run.py`) re-derives what it can and fails when the
 evidence is missing, not green, or covered other sources than HEAD's. Nobody edits it by hand:
-`python -m conformance.rerecord` runs the command again when it is stale.
+`python -m conformance.evidence.rerecord` runs the command again when it is stale.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from conformance import provenance, stack
-from conformance.matrix import Cell, json_safe
+from conformance.evidence import provenance, stack
+from conformance.running.matrix import Cell, json_safe
 
 COMMAND = "pytest conformance/ --gpu -n auto"
-EVIDENCE_FILE = Path(__file__).parent / "records" / "plain_gpu_run.json"
+EVIDENCE_FILE = Path(__file__).resolve().parents[1] / "records" / "plain_gpu_run.json"
 FORMAT_VERSION = 1
 SUITE_ORIGINS = ("suite", "hypothesis", "errors")
 
@@ -93,7 +93,7 @@ def problems(evidence: dict | None, current: dict[str, dict], control_names: set
     negative control the suite holds."""
     if evidence is None:
         return [f"no evidence of the plain GPU run ({EVIDENCE_FILE.name}): run `{COMMAND}` on "
-                "a GPU of the declared stack, or `python -m conformance.rerecord`"]
+                "a GPU of the declared stack, or `python -m conformance.evidence.rerecord`"]
     if evidence.get("format") != FORMAT_VERSION:
         return [f"the evidence has format {evidence.get('format')}, not {FORMAT_VERSION}"]
     found = []

@@ -1,6 +1,6 @@
 """Failing examples as files: the inputs and the plan, saved so one command replays them
 (`pytest conformance/test_replay.py --replay FILE`) and one prints them
-(`python -m conformance.replay FILE`)."""
+(`python -m conformance.running.replay FILE`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from conformance.catalogue.spec import Case, Inputs
-from conformance.cells import CellPlan
+from conformance.running.cells import CellPlan
+from conformance.schema.spec import Case, Inputs
 
 
 def failures_dir(config) -> Path:
@@ -89,7 +89,7 @@ def describe(plan: CellPlan, inputs: Inputs) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.replay",
+    parser = argparse.ArgumentParser(prog="python -m conformance.running.replay",
                                      description="Print a saved failing example's plan and "
                                                  "inputs.")
     parser.add_argument("file", help="a file written by a failing hypothesis example")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from conformance.bounds import bounded_limit
-from conformance.catalogue.spec import Contract, Inputs
-from conformance.layouts import bits, digest, storage_snapshot
+from conformance.inputs.layouts import bits, digest, storage_snapshot
+from conformance.schema.bounds import bounded_limit
+from conformance.schema.spec import Contract, Inputs
 
 
 @dataclass

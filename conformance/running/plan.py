@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance import declarations, shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.cells import ERROR_MODES, CellPlan, ErrorPlan, input_seed
-from conformance.strategies import INTERPRETER_SIZES, Profile
+from conformance.inputs import shapesets
+from conformance.inputs.strategies import INTERPRETER_SIZES, Profile
+from conformance.running.cells import ERROR_MODES, CellPlan, ErrorPlan, input_seed
+from conformance.schema import declarations
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""``python -m conformance.status [--json]``: what runs here, per slot, with each implementation's
-parity-record state, as the gate judges it. The runtime's own report (``python -m
+"""``python -m conformance.reporting.status [--json]``: what runs here, per slot, with each
+implementation's parity-record state, as the gate judges it. The runtime's own report (``python -m
 libreyolo.kernels``) knows nothing of the suite or its records; this command adds them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from conformance import gate, records
+from conformance.evidence import gate, records
 from libreyolo.kernels import cli
 from libreyolo.kernels.providers import IN_TREE
 from libreyolo.kernels.registry import Implementation, awaiting_record
@@ -38,7 +38,8 @@ def record_states() -> Callable[[Implementation], str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.status", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conformance.reporting.status",
+                                     description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     data = cli.report(versions_too=True, record_state=record_states())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from conformance.layouts import apply_layout
+from conformance.inputs.layouts import apply_layout
 
 SHAPE_SET = Path(__file__).resolve().parents[1] / "shapes" / "ms_deform_attn.toml"
 

@@ -14,10 +14,10 @@ import contextlib
 
 import torch
 
-from conformance import shapesets
 from conformance.catalogue import CATALOGUE
-from conformance.cells import CellPlan, decline_reason, input_seed, make_inputs
-from conformance.matrix import Cell
+from conformance.inputs import shapesets
+from conformance.running.cells import CellPlan, decline_reason, input_seed, make_inputs
+from conformance.running.matrix import Cell
 
 RUNS = 10
 #: Slots held to the check, and the catalogue cases each is checked on: one family decoder and
@@ -126,7 +126,7 @@ def run_cell(plan: CellPlan, fn=None, *, runs: int = RUNS) -> Cell:
             cell.state, cell.reason = "not-applicable", reason
             cell.declined_by = "environment" if environment else "input"
             return cell
-        from conformance import declarations
+        from conformance.schema import declarations
 
         fn = declarations.implementation(plan.slot, plan.impl).fn
     try:

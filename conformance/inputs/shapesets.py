@@ -11,9 +11,9 @@ import re
 import tomllib
 from pathlib import Path
 
-from conformance.catalogue.spec import Case
+from conformance.schema.spec import Case
 
-SHAPES_DIR = Path(__file__).parent / "shapes"
+SHAPES_DIR = Path(__file__).resolve().parents[1] / "shapes"
 SIZES = ("small", "medium", "large")
 _NAME = re.compile(r"[a-z0-9_]+")
 

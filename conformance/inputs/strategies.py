@@ -1,7 +1,7 @@
 """Hypothesis strategies for layouts, and the suite's profiles (ci / dev / thorough / validate).
 
-Values come from the seeded generators (`conformance.generators`), which inject the edge cases;
-hypothesis explores what the shape sets cannot enumerate: shapes, axes, group sizes, dtypes,
+Values come from the seeded generators (`conformance.inputs.generators`), which inject the edge
+cases; hypothesis explores what the shape sets cannot enumerate: shapes, axes, group sizes, dtypes,
 layouts and seeds.
 """
 

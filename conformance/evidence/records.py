@@ -2,7 +2,7 @@
 
 Written by `pytest conformance/ --gpu --record --profile thorough` as soon as every test of that
 implementation finished, so one implementation's record survives another's time-out. The gate
-(`conformance/gate.py`) reads them.
+(`conformance/evidence/gate.py`) reads them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from conformance import provenance
 from conformance.catalogue import CATALOGUE
-from conformance.matrix import Cell, json_safe
+from conformance.evidence import provenance
+from conformance.running.matrix import Cell, json_safe
 
-RECORDS_DIR = Path(__file__).parent / "records"
+RECORDS_DIR = Path(__file__).resolve().parents[1] / "records"
 RECORD_PROFILE = "thorough"
 # 2: every cell's state and size, the bounded cells' reference side, the catalogue entry and the
 # seconds its tests took (2026-12-01, issue 11); since issue 20 also the declared capabilities

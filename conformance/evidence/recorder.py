@@ -7,8 +7,8 @@ import re
 import time
 from collections import defaultdict
 
-from conformance import gate, records
-from conformance.matrix import Cell
+from conformance.evidence import gate, records
+from conformance.running.matrix import Cell
 
 _SLOT_IMPL = re.compile(r"test_(?:matrix|layouts)\.py::\w+\[([^:\[\]]+):([^:\[\]]+):")
 

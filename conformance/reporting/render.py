@@ -1,4 +1,4 @@
-"""Markdown for people: `python -m conformance.render MATRIX.json` renders a saved matrix;
+"""Markdown for people: `python -m conformance.reporting.render MATRIX.json` renders a saved matrix;
 `--catalogue` prints the slot table docs/conformance.md carries, `--records` its table of the
 committed parity records."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conformance import matrix
+from conformance.running import matrix
 
 
 def generated_block(text: str, marker: str) -> str:
@@ -36,7 +36,7 @@ def records_table() -> str:
     awaits one (docs/conformance.md carries this table; a test keeps it current). Rows go in
     the slots' declared order, then by name: registration order depends on what the process
     imported first, and a committed table must not."""
-    from conformance import gate, records
+    from conformance.evidence import gate, records
     from libreyolo.kernels import slot_names
 
     rows = ["| slot | impl | cells | passed per mode (cuda / cuda-graph) | worst | sources "
@@ -68,7 +68,8 @@ def records_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.render", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conformance.reporting.render",
+                                     description=__doc__)
     parser.add_argument("matrix", nargs="?", help="a JSON file written by `--matrix PATH`")
     parser.add_argument("--catalogue", action="store_true", help="print the slot table")
     parser.add_argument("--records", action="store_true",

@@ -14,11 +14,11 @@ from functools import cache
 
 import torch
 
-from conformance.bounds import bounded_limit
 from conformance.catalogue import CATALOGUE
-from conformance.cells import CellPlan, expected, input_seed
-from conformance.layouts import digest
-from conformance.shapesets import load
+from conformance.inputs.layouts import digest
+from conformance.inputs.shapesets import load
+from conformance.running.cells import CellPlan, expected, input_seed
+from conformance.schema.bounds import bounded_limit
 
 #: CI's CPU torch may differ from the record's: a bounded record's float measurements are
 #: re-derived to this relative tolerance there (bits where the torch versions are equal).

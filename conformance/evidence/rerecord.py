@@ -1,7 +1,7 @@
-"""Re-record what the gate reports, and nothing else: `python -m conformance.rerecord`.
+"""Re-record what the gate reports, and nothing else: `python -m conformance.evidence.rerecord`.
 
-Its evidence too: when the plain GPU run's (`conformance/plain_run.py`) does not cover today's
-tree, the plain command runs last, after the records.
+Its evidence too: when the plain GPU run's (`conformance/evidence/plain_run.py`) does not cover
+today's tree, the plain command runs last, after the records.
 
 On a CUDA machine of the declared stack (conformance/stack.toml), from a clean checkout with its
 .git: finds every in-tree implementation whose record is missing or does not make it green,
@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from conformance import gate, plain_run, provenance, records
+from conformance.evidence import gate, plain_run, provenance, records
 
 #: Seconds a slot's thorough run is assumed to add to a group when no earlier record says: on the
 #: H200 with 15 workers eleven slots took 122 s in one group (benchmarks/NOTES.md, "Re-record
@@ -108,7 +108,8 @@ def plan(targets: list[gate.Target], budget: float, workers: int) -> list[Group]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.rerecord", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m conformance.evidence.rerecord",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=float, default=540.0,
                         help="seconds of estimated run time per group (default 540)")

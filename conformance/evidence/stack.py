@@ -7,7 +7,7 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
-STACK_FILE = Path(__file__).with_name("stack.toml")
+STACK_FILE = Path(__file__).resolve().parents[1] / "stack.toml"
 
 
 @cache

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance import contracts, declarations, disabled
-from conformance.catalogue.spec import Case, ErrorInput, Inputs, SlotSpec
-from conformance.layouts import storage_snapshot
-from conformance.matrix import Cell
+from conformance.inputs.layouts import storage_snapshot
+from conformance.running import contracts, disabled
+from conformance.running.matrix import Cell
+from conformance.schema import declarations
+from conformance.schema.spec import Case, ErrorInput, Inputs, SlotSpec
 
 GPU_MODES = ("cuda", "cuda-graph")
 

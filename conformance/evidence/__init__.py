@@ -1,0 +1,5 @@
+"""Parity records and the gate that requires them: a record's provenance and digest
+(``provenance``), writing and reading records (``recorder``, ``records``, ``rederive``), the
+gate itself (``gate``, with the declared GPU stack ``stack`` and the Hub pins ``hub_pins``,
+``hub_cache``), the plain GPU run's evidence (``plain_run``) and the command that brings them up
+to date (``rerecord``)."""
