@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conformance.hub_cache import local_revision, lock_text, write_variant  # noqa: E402
+from conformance.evidence.hub_cache import local_revision, lock_text, write_variant  # noqa: E402
 from libreyolo.kernels.hub.verify import variant_digest  # noqa: E402
 
 REPO = "kernels-community/deformable-detr"
