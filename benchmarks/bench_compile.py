@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_ms_deform_attn import interleaved_eager, time_graph_ms  # noqa: E402
+from benchmarks.bench_ms_deform_attn import interleaved_eager, time_graph_ms, time_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.inputs.shapesets import load  # noqa: E402
 from conformance.running.cells import CellPlan, make_inputs  # noqa: E402
@@ -211,9 +211,14 @@ def mlp_rows(rounds: int) -> list[dict]:
             for _ in range(3):
                 model(x)
         windows = interleaved_eager({k: (lambda m=m: m(x)) for k, m in models.items()}, rounds)
+        # each model alone as well, one call between two events after a sync: at 6b93114 and
+        # b89ad8a the interleaved windows read the fp8 MLP 30% slower than bench_fp8 did, with
+        # the same kernels (profile_compile.py); the two methods side by side tell which
+        alone = {k: 1e3 * statistics.median(time_ms(lambda m=m: m(x), 20))
+                 for k, m in models.items()}
     out = {k: statistics.median(v["eager_us"]) for k, v in windows.items()}
     return [{"row": "ViT-L MLP 16384 tokens", "fp8_compiled_same_bits_as_eager": same,
-             "torchao": note, "us": out,
+             "torchao": note, "us": out, "us_alone": alone,
              "fp8_over_bf16_eager": out["bf16 eager"] / out["fp8 eager"],
              "fp8_over_bf16_compiled": out["bf16 compiled (default)"] /
              out["fp8 compiled (default)"],
@@ -299,7 +304,8 @@ def main(argv=None) -> None:
           f"{m['fp8_over_bf16_eager']:.2f}x, compiled {m['fp8_over_bf16_compiled']:.2f}x "
           f"(target {MLP_TARGET}x), reduce-overhead {m['fp8_over_bf16_reduce_overhead']:.2f}x; "
           f"over torchao compiled: {m['fp8_over_torchao_compiled'] or m['torchao']}")
-    print({k: round(v, 1) for k, v in m["us"].items()})
+    print("interleaved windows, µs a call:", {k: round(v, 1) for k, v in m["us"].items()})
+    print("alone, µs a call:", {k: round(v, 1) for k, v in m["us_alone"].items()})
 
 
 if __name__ == "__main__":
