@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from conformance.running.child import run_pytest
-from conformance.running.outcomes import plugin_args
+from conformance.child import run_pytest
+from conformance.outcomes import plugin_args
 
 EXAMPLE = "examples/libreyolo_example_backend"
 SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py", "conformance/test_errors.py")
