@@ -173,7 +173,8 @@ def synchronizes(fn) -> str | None:
     return None
 
 
-def profile_table(fn, calls: int) -> str:
+def profile_table(fn, calls: int, sort: str = "tottime", rows: int = 15) -> str:
+    """cProfile of ``calls`` calls of ``fn``: its top ``rows`` functions by ``sort``."""
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(calls):
@@ -181,7 +182,7 @@ def profile_table(fn, calls: int) -> str:
     profiler.disable()
     torch.cuda.synchronize()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+    pstats.Stats(profiler, stream=out).sort_stats(sort).print_stats(rows)
     return out.getvalue()
 
 

@@ -12,9 +12,6 @@ Usage: ``python benchmarks/profile_compile.py OUT.txt``
 
 from __future__ import annotations
 
-import cProfile
-import io
-import pstats
 import sys
 from pathlib import Path
 
@@ -22,24 +19,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_host import profile_table  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
 
 CALLS = 2000
 
 
 def host_profile(fn, x) -> str:
-    for _ in range(50):
+    for _ in range(50):  # compiled, planned, warm
         fn(x)
     torch.cuda.synchronize()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(CALLS):
-        fn(x)
-    profile.disable()
-    torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(30)
-    return text.getvalue()
+    return profile_table(lambda: fn(x), CALLS, sort="cumulative", rows=30)
 
 
 def kernel_table(model, x) -> str:
