@@ -3,8 +3,9 @@
 A Hub implementation lists the lock among its sources, so a green record's digest covers the
 lock's exact content and any change to it stales the record (the gate's `_stale` check). An
 implementation still awaiting its record names the pin it awaits in
-`libreyolo/kernels/awaiting_record.toml` (`[hub."slot/name"]`); the lock must say the same, so a
-pin cannot move without the awaiting entry moving with it. Every lock pin is covered one way or
+`libreyolo/kernels/awaiting_record.toml` (`[hub."slot/name"]`, copied from the lock by
+`awaiting.py`); the lock must say the same, so a pin cannot move without the awaiting list being
+regenerated with it. Every lock pin is covered one way or
 the other.
 """
 

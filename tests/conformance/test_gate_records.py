@@ -1,7 +1,7 @@
 """THE GATE on the real tree: each accelerated implementation registered from `libreyolo` needs
 a green CUDA parity record under conformance/records/ for the digest of its current sources, made
-on the declared GPU stack, or it must be listed as awaiting one
-(libreyolo/kernels/awaiting_record.toml), which keeps it from being selected by default. Every
+on the declared GPU stack, or no record yet, which lists it as awaiting one (the generated
+libreyolo/kernels/awaiting_record.toml) and keeps it from being selected by default. Every
 recorded reference side (exact output digests, bounded oracles and bounds) is re-derived here on
 CPU from the record's seed, large cases included."""
 
@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from conformance.catalogue import CATALOGUE
-from conformance.evidence import gate, provenance, records, rederive, stack
+from conformance.evidence import awaiting, gate, provenance, records, rederive, stack
 from conformance.evidence.gate import current_digest, gate_problems, in_tree_targets
 from libreyolo.kernels import registered, registry, settings
 from libreyolo.kernels.providers import IN_TREE_PROVIDERS
@@ -32,15 +32,25 @@ def test_no_in_tree_implementation_declares_a_case_of_the_catalogue_away(whole_s
     assert not problems, "\n".join(problems)
 
 
-def test_the_awaiting_list_names_in_tree_implementations_still_without_a_green_record(
-    whole_suite,
-):
-    targets = {t.key: t for t in in_tree_targets()}
-    unknown = sorted(awaiting_record() - set(targets))
-    assert not unknown, f"awaiting_record.toml names no in-tree implementation: {unknown}"
-    green = [key for key in sorted(awaiting_record())
-             if not gate_problems([targets[key]], records.load, current_digest)]
-    assert not green, f"green records exist now: remove from awaiting_record.toml: {green}"
+def test_the_awaiting_list_is_the_one_the_records_give(whole_suite):
+    """libreyolo/kernels/awaiting_record.toml is generated: every in-tree implementation without
+    a record, and nothing else (conformance/evidence/awaiting.py)."""
+    assert awaiting.AWAITING_RECORD_FILE.read_text() == awaiting.text(), \
+        f"the awaiting list is not current: run {awaiting.COMMAND} and commit it"
+    targets = {t.key for t in in_tree_targets()}
+    assert awaiting_record() <= targets
+    assert awaiting_record() == {key for key in targets
+                                 if records.load(*key.split("/")) is None}
+
+
+def test_a_record_takes_an_implementation_off_the_awaiting_list(whole_suite):
+    hub = next(t for t in in_tree_targets() if t.key == "ms_deform_attn/hub")
+    triton = next(t for t in in_tree_targets() if t.key == "fake_quant_fp8/triton")
+    unrecorded = awaiting.text([hub, triton], load=lambda slot, impl: None)
+    assert 'awaiting = ["fake_quant_fp8/triton", "ms_deform_attn/hub"]' in unrecorded
+    assert unrecorded.count("[hub.") == 1 and '[hub."ms_deform_attn/hub"]' in unrecorded
+    recorded = awaiting.text([hub, triton], load=lambda slot, impl: {"stale": "or red"})
+    assert "awaiting = []" in recorded and "[hub." not in recorded
 
 
 def test_implementations_awaiting_a_record_are_not_selected_by_default(whole_suite, monkeypatch):
