@@ -17,7 +17,10 @@ Then, timed with CUDA events:
   same windows (``bench_ms_deform_attn.interleaved_eager``);
 - ``mode="reduce-overhead"`` replays against the eager call captured in a ``torch.cuda.graph``
   (GPU work only);
-- ``dynamic=True`` at five input sizes: how many times Dynamo compiled.
+- ``dynamic=True`` at five input sizes: how many times Dynamo compiled;
+- the floor (JSON ``floor``): ``torch.neg`` and an opaque custom op with a fake kernel and a
+  registered autograd, on 1,024 elements, measured as the rows are: what torch.compile's layers
+  cost a call that does no work, beside which the rows' compiled host time reads.
 Targets: compiled within 1.05x of eager, reduce-overhead within 1.05x of the captured eager call,
 at most two compiles over the five sizes; the ViT-L MLP compiled >= 1.4x bf16 compiled and ahead
 of torchao compiled. Writes the raw numbers as JSON and prints a markdown table last.
@@ -57,6 +60,34 @@ FAKE_QUANT = (("fake_quant_fp8", {}), ("fake_quant_int8_per_channel", {}),
               ("fake_quant_mxfp8_weight", {}), ("fake_quant_mxfp8_dynamic", {}))
 SIZES = ((16384, 1024), (4800, 256))
 DYNAMIC_ROWS = (1024, 2048, 3072, 4096, 6144)
+#: Elements of the floor rows' input: small enough that a call is its host time and one launch.
+FLOOR_ELEMENTS = 1024
+
+
+@torch.library.custom_op("libreyolo_bench::neg", mutates_args=())
+def floor_op(x: torch.Tensor) -> torch.Tensor:
+    """The floor of a compiled slot call: an op opaque to inductor, with a fake kernel and a
+    registered autograd as every slot's operator has, doing almost nothing (a negation). What
+    torch.compile's layers cost around it is the least a compiled slot call can cost."""
+    return torch.neg(x)
+
+
+@floor_op.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+floor_op.register_autograd(lambda ctx, grad: torch.neg(grad))
+
+
+def floor_rows(rounds: int) -> list[dict]:
+    """torch.neg (which inductor compiles) and ``floor_op`` (which it cannot see into) on a tiny
+    tensor, measured as every row is: what compiled / eager is when the call does no work."""
+    x = torch.randn(FLOOR_ELEMENTS, device="cuda", requires_grad=True)
+    return [{"slot": "floor", "case": f"{what}, {FLOOR_ELEMENTS} float32",
+             **measure(f"floor {what}", fn, (x,), {}, rounds, backward)}
+            for what, fn in (("aten neg", torch.neg), ("custom op", floor_op))
+            for backward in (False, True)]
 
 
 def msda_inputs(slot: str, case_name: str):
@@ -276,14 +307,15 @@ def main(argv=None) -> None:
             call_of(slot), lambda n, s=slot: fake_quant_inputs(s, n, 1024, gen),
             DYNAMIC_ROWS), "sizes": list(DYNAMIC_ROWS)})
     mlp = mlp_rows(args.rounds)
+    floor = floor_rows(args.rounds)
     meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
             "python": platform.python_version()}
-    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows, "mlp": mlp}, indent=1,
-                                         default=str) + "\n")
+    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows, "mlp": mlp,
+                                          "floor": floor}, indent=1, default=str) + "\n")
     print("| row | fwd/bwd | same bits | eager µs | compiled µs | compiled/eager | host µs eager"
           " / compiled | graph ms | reduce-overhead ms | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    for r in rows + floor:
         if "compiles" in r:
             print(f"| {r['slot']} dynamic=True over {len(r['sizes'])} sizes | | | | | "
                   f"{r['compiles']} compiles (target <= {MAX_COMPILES}) | | | | |")

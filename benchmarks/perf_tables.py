@@ -650,7 +650,20 @@ def compiled() -> list[str]:
               f"all <= {COMPILED_OVER_EAGER}x"]
     return [source([COMPILE], "bench-compile"), "", *table(header, rows), "",
             f"`dynamic=True` over five sizes: {', '.join(compiles)} compiles (target <= "
-            f"{MAX_COMPILES}). {mlp_line}.", *missed_line(missed)]
+            f"{MAX_COMPILES}). {mlp_line}.", *floor_line(data.get("floor")),
+            *missed_line(missed)]
+
+
+def floor_line(floor: list | None) -> list[str]:
+    """What torch.compile costs a call that does no work (runs since the floor rows exist)."""
+    if not floor:
+        return []
+    parts = [f"{r['case']} {'fwd+bwd' if r['backward'] else 'fwd'} "
+             f"{r['eager_us']:.0f} / {r['compiled_us']:.0f} µs ({ratio(r['ratio'])}; host "
+             f"{r['eager_host_us']:.0f} / {r['compiled_host_us']:.0f} µs)"
+             for r in floor if r.get("same_bits")]
+    return ["", "The floor, a call that does no work, eager / compiled: " + "; ".join(parts)
+            + ". A compiled row's host time reads beside it."]
 
 
 def _x_span(values, digits=1) -> str:
