@@ -113,10 +113,9 @@ _SCAN_ORDER = textwrap.dedent("""
 """)
 
 
-#: A known failure, kept strict so it must go with the fix: `gate.import_package` imports the
-#: package in name order, so under a reference-only selection (which imports no provider) `hub`
-#: registers below `triton`. The fix (the scan imports `IN_TREE_PROVIDERS` first, in order) changes
-#: digested sources and waits for the next re-record on the GPU.
+#: `gate.import_package` imports the providers in `IN_TREE_PROVIDERS` order before the rest of
+#: the package: in name order, a reference-only selection (which imports no provider) would
+#: register `hub` below `triton`.
 @pytest.mark.parametrize("selection", ["reference", None])
 def test_the_scan_keeps_the_declared_provider_order_whatever_the_selection(selection):
     """A reference-only selection imports no provider, so the scan must import them in
