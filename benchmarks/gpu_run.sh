@@ -64,6 +64,10 @@ LOGS="$OUT/logs"
 BUDGET=${BUDGET:-570}
 mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# torch.compile's on-disk caches off for every stage, as the root conftest does for the tests:
+# a warm machine keeps them between calls, and they would hand a benchmark the graph of an
+# operator as it was before a change to its fake kernel or autograd (pytorch/pytorch#144344)
+export TORCHINDUCTOR_FX_GRAPH_CACHE=0 TORCHINDUCTOR_AUTOGRAD_CACHE=0
 unset TRITON_INTERPRET
 stages=("$@")
 # the benchmarks before the tests: they time a quiet machine
