@@ -5,8 +5,7 @@ lock's exact content and any change to it stales the record (the gate's `_stale`
 implementation still awaiting its record names the pin it awaits in
 `libreyolo/kernels/awaiting_record.toml` (`[hub."slot/name"]`, copied from the lock by
 `awaiting.py`); the lock must say the same, so a pin cannot move without the awaiting list being
-regenerated with it. Every lock pin is covered one way or
-the other.
+regenerated with it. Every lock pin is covered one way or the other.
 """
 
 from __future__ import annotations
