@@ -655,7 +655,8 @@ def compiled() -> list[str]:
 
 
 def floor_line(floor: list | None) -> list[str]:
-    """What torch.compile costs a call that does no work (runs since the floor rows exist)."""
+    """What torch.compile costs a call that does no work (in runs made since bench_compile has
+    floor rows; none before)."""
     if not floor:
         return []
     parts = [f"{r['case']} {'fwd+bwd' if r['backward'] else 'fwd'} "
