@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from conformance.evidence import records
+from conformance.evidence import hub_pins, records
 from libreyolo.kernels import registered
 from libreyolo.kernels.hub import lock
 from libreyolo.kernels.registry import AWAITING_RECORD_FILE
@@ -43,7 +43,7 @@ HEADER = f"""\
 def _listed_pin(target) -> dict | None:
     """The lock's pin a Hub implementation loads (its provider module's ``HUB_KERNEL``), or None
     for an implementation that does not list the lock among its sources."""
-    if not any(Path(s).resolve() == lock.LOCK_FILE.resolve() for s in target.sources):
+    if not hub_pins.pins_lock(target, lock.LOCK_FILE):
         return None
     provider = next(impl.fn.__module__ for impl in registered(target.slot)
                     if impl.name == target.impl)
@@ -71,9 +71,10 @@ def text(targets=None, load: Callable[[str, str], dict | None] = records.load) -
     return "\n".join(lines) + "\n"
 
 
-def write(path: Path = AWAITING_RECORD_FILE) -> bool:
-    """Write the awaiting list where it is not current; whether it changed."""
-    want = text()
+def write(want: str | None = None, path: Path = AWAITING_RECORD_FILE) -> bool:
+    """Write the awaiting list (`want`, default `text()`) where it is not current; whether it
+    changed."""
+    want = text() if want is None else want
     if path.exists() and path.read_text() == want:
         return False
     path.write_text(want)
@@ -85,15 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when the committed file is not current")
     args = parser.parse_args(argv)
+    want = text()
     if args.check:
         current = AWAITING_RECORD_FILE.read_text() if AWAITING_RECORD_FILE.exists() else ""
-        if current != text():
+        if current != want:
             print(f"{AWAITING_RECORD_FILE} is not current: run {COMMAND}", file=sys.stderr)
             return 1
         return 0
-    changed = write()
+    changed = write(want)
     print(f"{AWAITING_RECORD_FILE}: {'written' if changed else 'current'}\n"
-          f"{text()[len(HEADER):].strip()}")
+          f"{want[len(HEADER):].strip()}")
     return 0
 
 

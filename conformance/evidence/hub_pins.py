@@ -23,7 +23,8 @@ def awaiting_pins(path: Path = AWAITING_RECORD_FILE) -> dict[str, dict]:
         return tomllib.load(file).get("hub", {})
 
 
-def _pins_lock(target, lock_file: Path) -> bool:
+def pins_lock(target, lock_file: Path) -> bool:
+    """Whether `target` lists `lock_file` among its sources (it loads a Hub pin)."""
     return any(Path(source).resolve() == Path(lock_file).resolve() for source in target.sources)
 
 
@@ -42,7 +43,7 @@ def problems(targets, awaited: frozenset[str], pins_awaited: dict[str, dict],
             found.append(f"awaiting_record.toml pins {key}, which is not an in-tree "
                          "implementation listed as awaiting its record")
             continue
-        if not _pins_lock(target, lock_file):
+        if not pins_lock(target, lock_file):
             found.append(f"{key} does not list {lock_file.name} among its sources")
         have = by_repo.get(want.get("repo"))
         if have is None or have.as_dict() != want:
@@ -50,7 +51,7 @@ def problems(targets, awaited: frozenset[str], pins_awaited: dict[str, dict],
                          f"{have.as_dict() if have else 'no such repository'}: bump both "
                          "together (docs/hub_kernels.md, 'Bumping a pin')")
     awaited_repos = {want.get("repo") for want in pins_awaited.values()}
-    recorded = [t for t in targets if t.key not in awaited and _pins_lock(t, lock_file)]
+    recorded = [t for t in targets if t.key not in awaited and pins_lock(t, lock_file)]
     for pin in pins.values():
         if pin.repo not in awaited_repos and not recorded:
             found.append(f"the lock pins {pin.repo}@{pin.revision[:12]}, which no awaiting entry "
