@@ -10,6 +10,7 @@ with or without an installed ``libreyolo``. It loads the conformance suite's plu
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,12 +41,12 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    # read from the environment when these modules were first imported, which may be before now
-    inductor_config.fx_graph_cache = os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
-    functorch_config.enable_autograd_cache = os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
+    # the configs read the environment when first imported: set them only if that was before
+    # now (importing torch._inductor to set them costs every test process a second)
+    if (inductor_config := sys.modules.get("torch._inductor.config")) is not None:
+        inductor_config.fx_graph_cache = os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
+    if (functorch_config := sys.modules.get("torch._functorch.config")) is not None:
+        functorch_config.enable_autograd_cache = os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
 
 
 @pytest.fixture
