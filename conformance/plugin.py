@@ -24,6 +24,7 @@ from conformance.evidence.records import RECORD_PROFILE
 from conformance.inputs import strategies
 from conformance.running import matrix
 from conformance.running.plan import RunOptions, all_registered_names
+from libreyolo.kernels.capabilities import GPU_MODES
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
            "pytest_collection_modifyitems", "run_options", "whole_suite", "record_cell",
@@ -32,7 +33,6 @@ __all__ = ["pytest_addoption", "pytest_configure", "pytest_generate_tests",
 CELL_PROPERTY = "conformance_cell"
 CONTROL_PROPERTY = "conformance_negative_control"
 GPU_PROPERTY = "conformance_gpu"
-GPU_MODES = ("cuda", "cuda-graph")
 OPTIONS_KEY = pytest.StashKey[RunOptions]()
 
 

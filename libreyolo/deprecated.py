@@ -53,11 +53,15 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, modules: dict[str, str]):
         self.modules = modules
+        #: Every package above an old name, once: the finder runs on every import anywhere, so
+        #: telling whether a name is one must not scan the table each time.
+        self.parents = {old.rsplit(".", depth)[0] for old in modules
+                        for depth in range(1, old.count(".") + 1)}
 
     def find_spec(self, name, path=None, target=None):
         if name in self.modules:
             return importlib.util.spec_from_loader(name, self)
-        if any(old.startswith(f"{name}.") for old in self.modules) and \
+        if name in self.parents and \
                 importlib.machinery.PathFinder.find_spec(name, path) is None:  # a package gone
             return importlib.util.spec_from_loader(name, self, is_package=True)
         return None

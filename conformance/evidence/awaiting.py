@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from conformance.evidence import hub_pins, records
+from conformance.evidence import hub_pins, records, scan
 from libreyolo.kernels import registered
 from libreyolo.kernels.hub import lock
 from libreyolo.kernels.registry import AWAITING_RECORD_FILE
@@ -55,10 +55,8 @@ def _listed_pin(target) -> dict | None:
 
 
 def text(targets=None, load: Callable[[str, str], dict | None] = records.load) -> str:
-    """The awaiting list of `targets` (default: the gate's in-tree targets), as the file says."""
-    from conformance.evidence.gate import in_tree_targets
-
-    targets = in_tree_targets() if targets is None else targets
+    """The awaiting list of `targets` (default: the scan's in-tree targets), as the file says."""
+    targets = scan.in_tree_targets() if targets is None else targets
     waiting = sorted((t for t in targets if load(t.slot, t.impl) is None), key=lambda t: t.key)
     lines = [HEADER, f"awaiting = {json.dumps([t.key for t in waiting])}"]
     for target in waiting:

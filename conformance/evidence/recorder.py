@@ -1,5 +1,9 @@
 """Writes parity records during a `--gpu --record --profile thorough` run, each as soon as all of
-its implementation's tests have reported (in the process that sees every report)."""
+its implementation's tests have reported (in the process that sees every report).
+
+It asks the scan (`scan.py`), not the gate, what to record: this module is in every record's
+source digest, with what it imports, and the gate's checks must be free to change without
+staling every record."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import re
 import time
 from collections import defaultdict
 
-from conformance.evidence import gate, records
+from conformance.evidence import records, scan
 from conformance.running.matrix import Cell
 
 _SLOT_IMPL = re.compile(r"test_(?:matrix|layouts)\.py::\w+\[([^:\[\]]+):([^:\[\]]+):")
@@ -22,7 +26,7 @@ def slot_impl(nodeid: str) -> tuple[str, str] | None:
 class Recorder:
     def __init__(self, profile: str, seed: int, directory=records.RECORDS_DIR):
         self.profile, self.seed, self.directory = profile, seed, directory
-        self.targets = {(t.slot, t.impl): t for t in gate.in_tree_targets()}
+        self.targets = {(t.slot, t.impl): t for t in scan.in_tree_targets()}
         self.pending: dict[tuple, set] = {}
         self.cells: dict[tuple, list[Cell]] = defaultdict(list)
         self.tests: dict[tuple, int] = {}

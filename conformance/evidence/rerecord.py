@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from conformance.evidence import awaiting, gate, plain_run, provenance, records
+from conformance.evidence import awaiting, gate, plain_run, provenance, records, scan
 
 #: Seconds a slot's thorough run is assumed to add to a group when no earlier record says: on the
 #: H200 with 15 workers eleven slots took 122 s in one group (benchmarks/NOTES.md, "Re-record
@@ -42,17 +42,17 @@ class Group:
                 "--slot", ",".join(self.slots), "-n", str(workers), "--dist", "worksteal"]
 
 
-def estimate(target: gate.Target, workers: int) -> float:
+def estimate(target: scan.Target, workers: int) -> float:
     """Seconds `target`'s slot adds to a group: its last record's test time over the workers."""
     record = records.load(target.slot, target.impl) or {}
     seconds = record.get("test_seconds")
     return float(seconds) / workers if seconds else UNKNOWN_SLOT_SECONDS
 
 
-def stale_targets() -> list[tuple[gate.Target, str]]:
+def stale_targets() -> list[tuple[scan.Target, str]]:
     """Each in-tree target the gate does not find green, with the gate's reason."""
     found = []
-    for target in gate.in_tree_targets():
+    for target in scan.in_tree_targets():
         problem = gate.record_problem(target, records.load(target.slot, target.impl),
                                       gate.current_digest(target))
         if problem is not None:
@@ -81,7 +81,7 @@ def plain_command() -> list[str]:
     return [sys.executable, "-m", *plain_run.COMMAND.split()]
 
 
-def unrunnable_here(targets: list[gate.Target]) -> dict[gate.Target, str]:
+def unrunnable_here(targets: list[scan.Target]) -> dict[scan.Target, str]:
     """The targets this machine cannot run, with their environment check's reason: a Hub
     kernel whose artifact cannot be fetched (no network) has no record to make here, and a run of
     only declined cells would be no record of the kernel (docs/hub_kernels.md)."""
@@ -91,7 +91,7 @@ def unrunnable_here(targets: list[gate.Target]) -> dict[gate.Target, str]:
     return {t: reason for t, reason in reasons.items() if reason is not None}
 
 
-def plan(targets: list[gate.Target], budget: float, workers: int) -> list[Group]:
+def plan(targets: list[scan.Target], budget: float, workers: int) -> list[Group]:
     """First-fit-decreasing packing of slots into groups of one implementation name each."""
     groups: list[Group] = []
     ranked = sorted(targets, key=lambda t: -estimate(t, workers))

@@ -16,8 +16,7 @@ from conformance.running import contracts, disabled
 from conformance.running.matrix import Cell
 from conformance.schema import declarations
 from conformance.schema.spec import Case, ErrorInput, Inputs, SlotSpec
-
-GPU_MODES = ("cuda", "cuda-graph")
+from libreyolo.kernels.capabilities import GPU_MODES
 
 
 @dataclass(frozen=True)

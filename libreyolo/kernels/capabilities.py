@@ -39,6 +39,8 @@ from .slots import LAYOUTS, get_slot
 MODES = ("cpu", "interpreter", "cuda", "cuda-graph")
 #: The device type each mode runs on.
 MODE_DEVICES = {"cpu": "cpu", "interpreter": "cpu", "cuda": "cuda", "cuda-graph": "cuda"}
+#: The modes that run on a GPU: a record needs passing cells in each (the suite's one list).
+GPU_MODES = tuple(mode for mode in MODES if MODE_DEVICES[mode] == "cuda")
 DECLARED = "declared unsupported"
 
 

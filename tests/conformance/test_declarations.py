@@ -21,7 +21,7 @@ import torch
 from conformance import plugin
 from conformance.catalogue import slot
 from conformance.evidence import gate
-from conformance.evidence.gate import Target
+from conformance.evidence.scan import Target
 from conformance.inputs.strategies import profile
 from conformance.negative import load_controls
 from conformance.running import cells, matrix
@@ -177,7 +177,7 @@ def test_an_in_tree_implementation_cannot_declare_a_mode_away():
     impl = register(SLOT, fake_quant_int8_per_channel, name="in-tree-declares-no-cpu",
                     capabilities=Capabilities(modes={"cuda", "cuda-graph"}))
     try:
-        assert gate.is_in_tree(impl)
+        assert declarations.is_in_tree(impl)
         cells_ = run(plans("cpu", impl.name))
         assert cells_ and {c.state for c in cells_} == {"fail"}
         assert {tuple(c.failed_checks) for c in cells_} == {("declared",)}

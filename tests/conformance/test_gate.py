@@ -5,8 +5,10 @@ import copy
 
 import pytest
 
-from conformance.evidence import gate, provenance, records, stack
+from conformance.catalogue import CATALOGUE
+from conformance.evidence import gate, provenance, records, scan, stack
 from conformance.evidence.gate import RECORD_COMMAND, Target, record_problem
+from conformance.schema.declarations import is_in_tree
 from libreyolo.kernels import register, registered, unregister
 
 SLOT = "fake_quant_fp8"
@@ -203,8 +205,8 @@ def test_a_registration_from_any_libreyolo_module_is_in_tree():
     sneaky.__module__ = "libreyolo"  # as if defined in libreyolo/__init__.py
     impl = register(SLOT, sneaky, name="sneaky", sources=())
     try:
-        assert gate.is_in_tree(impl)
-        targets = gate.in_tree_targets.__wrapped__()
+        assert is_in_tree(impl)
+        targets = scan.in_tree_targets.__wrapped__()
         assert f"{SLOT}/sneaky" in {t.key for t in targets}
         problem = record_problem(Target(SLOT, "sneaky", ()), None, current())
         assert "no CUDA parity record" in problem
@@ -214,7 +216,7 @@ def test_a_registration_from_any_libreyolo_module_is_in_tree():
 
 def test_a_third_party_registration_is_not_in_tree():
     impl = next(i for i in registered(SLOT) if i.name == FAKE.impl)
-    assert not gate.is_in_tree(impl)
+    assert not is_in_tree(impl)
 
 
 @pytest.mark.parametrize("source, flagged", [
@@ -267,3 +269,12 @@ def test_the_digest_covers_the_package_init_modules_above_each_file():
     assert {"libreyolo/__init__.py", "libreyolo/kernels/__init__.py",
             "libreyolo/kernels/attention/__init__.py",
             "libreyolo/kernels/attention/ms_deform_attn/__init__.py"} <= closure
+
+
+def test_every_records_digest_holds_the_scan_and_not_the_gate():
+    """The recorder asks the scan what to record, never the gate: its imports are in every
+    record's digest, and an edit to the gate's checks must not stale every record."""
+    files = {str(p.relative_to(provenance.ROOT))
+             for p in provenance.digest_files(CATALOGUE[SLOT], ())}
+    assert "conformance/evidence/scan.py" in files
+    assert "conformance/evidence/gate.py" not in files, "the recorder imports the gate again"

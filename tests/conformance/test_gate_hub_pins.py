@@ -5,7 +5,7 @@ the lock is among the Hub implementation's sources)."""
 from dataclasses import replace
 
 from conformance.evidence import hub_pins
-from conformance.evidence.gate import Target, in_tree_targets
+from conformance.evidence.scan import Target, in_tree_targets
 from libreyolo.kernels.hub import lock
 from libreyolo.kernels.registry import awaiting_record
 

@@ -14,7 +14,9 @@ import pytest
 
 from conformance.catalogue import CATALOGUE
 from conformance.evidence import awaiting, gate, provenance, records, rederive, stack
-from conformance.evidence.gate import current_digest, gate_problems, in_tree_targets
+from conformance.evidence.gate import current_digest, gate_problems
+from conformance.evidence.scan import in_tree_targets
+from conformance.schema.declarations import is_in_tree
 from libreyolo.kernels import registered, registry, settings
 from libreyolo.kernels.providers import IN_TREE_PROVIDERS
 from libreyolo.kernels.registry import awaiting_record
@@ -65,7 +67,7 @@ def test_implementations_awaiting_a_record_are_not_selected_by_default(whole_sui
 def test_every_provider_module_is_found_by_the_scan(whole_suite):
     """The scan is not vacuous: each in-tree provider registers something it finds."""
     found = {impl.fn.__module__ for slot in CATALOGUE for impl in registered(slot)
-             if gate.is_in_tree(impl)}
+             if is_in_tree(impl)}
     assert set(IN_TREE_PROVIDERS) <= found, sorted(set(IN_TREE_PROVIDERS) - found)
 
 
@@ -79,7 +81,7 @@ def test_the_scan_finds_the_same_registrations_without_triton_or_cuda(whole_suit
                 if name.split(".")[0] in ("triton", "kernels"):
                     raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         sys.meta_path.insert(0, Refuse())
-        from conformance.evidence.gate import in_tree_targets
+        from conformance.evidence.scan import in_tree_targets
         print(sorted(t.key for t in in_tree_targets()))
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=provenance.ROOT,
@@ -104,7 +106,7 @@ def _declared_order_problems(keys_by_module: list[tuple[str, str]]) -> list[str]
 
 
 _SCAN_ORDER = textwrap.dedent("""
-    from conformance.evidence.gate import in_tree_targets
+    from conformance.evidence.scan import in_tree_targets
     from libreyolo.kernels import registered
     targets = in_tree_targets()
     modules = {(i.op, i.name): i.fn.__module__ for t in targets for i in registered(t.slot)}
@@ -113,7 +115,7 @@ _SCAN_ORDER = textwrap.dedent("""
 """)
 
 
-#: `gate.import_package` imports the providers in `IN_TREE_PROVIDERS` order before the rest of
+#: `scan.import_package` imports the providers in `IN_TREE_PROVIDERS` order before the rest of
 #: the package: in name order, a reference-only selection (which imports no provider) would
 #: register `hub` below `triton`.
 @pytest.mark.parametrize("selection", ["reference", None])

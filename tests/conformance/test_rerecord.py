@@ -1,9 +1,9 @@
 """The re-record command: only what the gate reports, packed into groups that fit one device
 command, each group one record run of the whole suite (`--slot`), so its records are complete."""
 
-from conformance.evidence import gate, rerecord
-from conformance.evidence.gate import Target
+from conformance.evidence import rerecord, scan
 from conformance.evidence.records import RECORD_PROFILE
+from conformance.evidence.scan import Target
 from conformance.inputs import strategies
 
 
@@ -54,7 +54,7 @@ def test_what_this_machine_cannot_run_is_not_recorded_here(monkeypatch):
     declines, so a record run would hold only declined cells; it is listed, not recorded."""
     from libreyolo.kernels import registry
 
-    targets = [t for t in gate.in_tree_targets() if t.slot == "ms_deform_attn"]
+    targets = [t for t in scan.in_tree_targets() if t.slot == "ms_deform_attn"]
     reasons = {"hub": "the kernels package is not installed", "triton": None}
     monkeypatch.setattr(registry, "decline_reason", lambda slot, impl: reasons[impl])
     skipped = rerecord.unrunnable_here(targets)
