@@ -119,10 +119,14 @@ _providers_loaded = False
 
 
 def _default_sources(impl: Callable) -> tuple[str, ...]:
+    """The file ``impl`` is written in; for a function made at import (the fake-quant ops,
+    compiled from their declarations under a name that is no file), its module's file."""
     try:
         path = inspect.getsourcefile(impl)
     except TypeError:
         return ()
+    if path and not os.path.exists(path):
+        path = getattr(sys.modules.get(getattr(impl, "__module__", "")), "__file__", None)
     return (path,) if path else ()
 
 

@@ -2,34 +2,25 @@
 
 This package defines what the numbers mean; `libreyolo.kernels` registers these references and
 judges accelerated implementations against them (never the other way round).
+
+The fake-quant ops exported here are those `libreyolo.quant.fake_quant` makes from the slots
+declared in `libreyolo/kernels/slots.py` (`FAKE_QUANT_OPS` names them), so a new slot is
+exported without a line here.
 """
 
-from libreyolo.quant.fake_quant import (
-    FAKE_QUANT_OPS,
-    fake_quant_fp8,
-    fake_quant_int8_affine,
-    fake_quant_int8_per_channel,
-    fake_quant_int_grouped,
-    fake_quant_mxfp4_dynamic,
-    fake_quant_mxfp4_weight,
-    fake_quant_mxfp8_dynamic,
-    fake_quant_mxfp8_weight,
-    fake_quant_nvfp4_dynamic,
-    fake_quant_nvfp4_weight,
-    ste_mask,
-)
+from collections.abc import Callable
 
-__all__ = [
-    "FAKE_QUANT_OPS",
-    "fake_quant_fp8",
-    "fake_quant_int8_affine",
-    "fake_quant_int8_per_channel",
-    "fake_quant_int_grouped",
-    "fake_quant_mxfp4_dynamic",
-    "fake_quant_mxfp4_weight",
-    "fake_quant_mxfp8_dynamic",
-    "fake_quant_mxfp8_weight",
-    "fake_quant_nvfp4_dynamic",
-    "fake_quant_nvfp4_weight",
-    "ste_mask",
-]
+import torch
+
+from libreyolo.quant import fake_quant
+from libreyolo.quant.fake_quant import FAKE_QUANT_OPS, ste_mask
+
+globals().update({name: getattr(fake_quant, name) for name in FAKE_QUANT_OPS})
+
+
+def __getattr__(name: str) -> Callable[..., torch.Tensor]:
+    """A name this package lacks (PEP 562); for static type checkers, as in ``fake_quant``."""
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FAKE_QUANT_OPS", *FAKE_QUANT_OPS, "ste_mask"]

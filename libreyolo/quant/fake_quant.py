@@ -4,14 +4,21 @@ Each op quantizes and dequantizes in float32 (see `docs/quantization.md` for the
 tensor of the input's dtype and shape, and has the straight-through backward: the gradient is
 `torch.where(mask, grad, 0)`, with the op's mask stated in its docstring. `ste_mask` computes
 that mask without autograd, for building expected gradients. Scales get no gradient.
+
+The ops are not written here: each slot declared in `libreyolo/kernels/slots.py` with this module
+as its reference, ``fake_quant_<q>``, gets its op made from quantizer ``quantizers.<q>`` at
+import, with the declared signature and the quantizer's docstring. Adding a fake-quant slot is
+its declaration and its quantizer.
 """
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Callable
 
 import torch
 
+from libreyolo.kernels.slots import SLOTS, Slot
 from libreyolo.quant import quantizers
 from libreyolo.quant.numerics import canonical_nan_like
 from libreyolo.quant.straight_through import StraightThrough
@@ -50,108 +57,56 @@ def _fake_quant(quantizer: Callable[..., quantizers.Quantized], x, *args, **kwar
     return _forward_values(x, quantizer(x, *args, **kwargs))
 
 
-def fake_quant_int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0):
-    """Symmetric int8 per channel: clamp(round(x / scale), -127, 127) * scale.
+def _quantizer_name(slot: Slot) -> str:
+    """``<q>`` for fake-quant slot ``fake_quant_<q>``, whose op is made from ``quantizers.<q>``;
+    an ImportError, at this module's import, when there is no such quantizer."""
+    name = slot.name.removeprefix("fake_quant_")
+    if not callable(getattr(quantizers, name, None)):
+        raise ImportError(f"slot {slot.name} is declared with reference {slot.reference}, which "
+                          f"is made from quantizers.{name}; libreyolo.quant.quantizers has no "
+                          f"{name}")
+    return name
 
-    `scale`: 1-D float32 of length x.shape[axis]. Mask: -127 <= round(x / scale) <= 127, False
-    for NaN/inf inputs and zero-scale channels. A zero code is +0.0 (integers have no -0).
+
+def _make_op(slot: Slot) -> Callable[..., torch.Tensor]:
+    """The op of fake-quant ``slot``: ``_fake_quant(quantizers.<q>, ...)`` with exactly the
+    declared signature and the quantizer's docstring, a function of this module.
+
+    Made by compiling the ``def`` the slot's signature spells, not as a closure over
+    ``*args, **kwargs``: the registry calls the reference on every CPU call, and a function with
+    its own parameters costs what a hand-written one does, Python itself refusing a call the
+    signature does not take (with a TypeError naming the op), where a closure would check each
+    call again (``Signature.bind`` costs microseconds) and raise an error of its own. The source
+    is our own declaration; it goes in ``linecache`` so tracebacks and ``inspect.getsource``
+    show it.
     """
-    return _fake_quant(quantizers.int8_per_channel, x, scale, axis)
+    q = _quantizer_name(slot)
+    arguments = ", ".join(
+        name if parameter.kind is parameter.POSITIONAL_OR_KEYWORD else f"{name}={name}"
+        for name, parameter in slot.signature.parameters.items())
+    source = (f"def {slot.name}{slot.signature}:\n"
+              f"    return _fake_quant(quantizers.{q}, {arguments})\n")
+    filename = f"<{__name__}.{slot.name}, made from its slot>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Callable] = {}
+    exec(compile(source, filename, "exec"), globals(), namespace)
+    op = namespace[slot.name]
+    op.__doc__ = getattr(quantizers, q).__doc__
+    return op
 
 
-def fake_quant_int8_affine(x: torch.Tensor, scale: torch.Tensor, zero_point):
-    """Affine int8 per tensor: (clamp(round(x / scale) + zp, -128, 127) - zp) * scale.
-
-    `scale`: 0-dim float32; `zero_point`: int in [-128, 127]. Mask: -128 <= round(x / scale) + zp
-    <= 127, False for NaN/inf inputs and a zero scale.
-    """
-    return _fake_quant(quantizers.int8_affine, x, scale, zero_point)
-
-
-def fake_quant_fp8(x: torch.Tensor, scale=None, *, fmt: str = "e4m3", axis=None):
-    """FP8 (E4M3 or E5M2, both saturating): clamp(round_fp8(x / scale), -max, max) * scale.
-
-    `scale` 0-dim: per tensor; 1-D with `axis`: per channel; None: per row along the last dim,
-    scale = finite row amax / max (1 when that amax is 0). Mask: |round_fp8(x / scale)| <= max
-    (rounded on the unbounded grid), False for NaN/inf inputs and a zero scale.
-    """
-    return _fake_quant(quantizers.fp8, x, scale, fmt=fmt, axis=axis)
-
-
-def fake_quant_int_grouped(w: torch.Tensor, bits: int, group_size: int):
-    """Symmetric intN (N = 2, 4, 8) per group of `group_size` along dim 1 of a 2-D weight.
-
-    scale = finite group amax / (2^(N-1) - 1) (1 when that amax is 0), ragged last group. Mask:
-    |round(w / scale)| <= 2^(N-1) - 1, False for NaN/inf and zero (underflowed) scales.
-    """
-    return _fake_quant(quantizers.int_grouped, w, bits, group_size)
-
-
-def fake_quant_nvfp4_weight(w: torch.Tensor, global_amax=None):
-    """NVFP4 on a 2-D weight: E2M1 values in blocks of 16 along dim 1, E4M3 block scales.
-
-    s_t = amax / 2688 (amax = `global_amax` or the finite amax of w; 1 when 0), s_b =
-    E4M3(block amax / (6 s_t)) saturated at 448 (1 for an all-zero block), scale s_b * s_t.
-    Mask: |round_e2m1(w / scale)| <= 6, False for NaN/inf and zero (underflowed) scales.
-    """
-    return _fake_quant(quantizers.nvfp4_weight, w, global_amax)
-
-
-def fake_quant_nvfp4_dynamic(x: torch.Tensor):
-    """NVFP4 on activations: as the weight op, blocks of 16 along the last dim, s_t from x.
-
-    Mask: |round_e2m1(x / scale)| <= 6, False for NaN/inf and zero (underflowed) scales.
-    """
-    return _fake_quant(quantizers.nvfp4_dynamic, x)
-
-
-def fake_quant_mxfp4_weight(w: torch.Tensor):
-    """MXFP4 on a 2-D weight: E2M1 values in blocks of 32 along dim 1, E8M0 scales.
-
-    scale = 2^clamp(floor(log2(finite block amax)) - 2, -127, 127) (1 for amax 0).
-    Mask: |round_e2m1(w / scale)| <= 6, False for NaN/inf inputs.
-    """
-    return _fake_quant(quantizers.mxfp4_weight, w)
-
-
-def fake_quant_mxfp4_dynamic(x: torch.Tensor):
-    """MXFP4 on activations: as the weight op, blocks of 32 along the last dim of any rank.
-
-    Mask: |round_e2m1(x / scale)| <= 6, False for NaN/inf inputs.
-    """
-    return _fake_quant(quantizers.mxfp4_dynamic, x)
-
-
-def fake_quant_mxfp8_weight(w: torch.Tensor):
-    """MXFP8 on a 2-D weight: E4M3 values in blocks of 32 along dim 1, E8M0 scales.
-
-    scale = 2^clamp(floor(log2(finite block amax)) - 8, -127, 127) (1 for amax 0).
-    Mask: |round_e4m3(w / scale)| <= 448, False for NaN/inf inputs.
-    """
-    return _fake_quant(quantizers.mxfp8_weight, w)
-
-
-def fake_quant_mxfp8_dynamic(x: torch.Tensor):
-    """MXFP8 on activations: as the weight op, blocks of 32 along the last dim of any rank.
-
-    Mask: |round_e4m3(x / scale)| <= 448, False for NaN/inf inputs.
-    """
-    return _fake_quant(quantizers.mxfp8_dynamic, x)
-
-
-_QUANTIZER_OF_OP = {
-    "fake_quant_int8_per_channel": quantizers.int8_per_channel,
-    "fake_quant_int8_affine": quantizers.int8_affine,
-    "fake_quant_fp8": quantizers.fp8,
-    "fake_quant_int_grouped": quantizers.int_grouped,
-    "fake_quant_nvfp4_weight": quantizers.nvfp4_weight,
-    "fake_quant_nvfp4_dynamic": quantizers.nvfp4_dynamic,
-    "fake_quant_mxfp4_weight": quantizers.mxfp4_weight,
-    "fake_quant_mxfp4_dynamic": quantizers.mxfp4_dynamic,
-    "fake_quant_mxfp8_weight": quantizers.mxfp8_weight,
-    "fake_quant_mxfp8_dynamic": quantizers.mxfp8_dynamic,
-}
+#: The slots this module is the reference of, in their declared order.
+_SLOTS = tuple(slot for slot in SLOTS if slot.reference == f"{__name__}:{slot.name}")
+_QUANTIZER_OF_OP = {slot.name: getattr(quantizers, _quantizer_name(slot)) for slot in _SLOTS}
 FAKE_QUANT_OPS = tuple(_QUANTIZER_OF_OP)
+globals().update({slot.name: _make_op(slot) for slot in _SLOTS})
+
+
+def __getattr__(name: str) -> Callable[..., torch.Tensor]:
+    """A name this module lacks (PEP 562). Static type checkers cannot see the ops made at
+    import; this function's return type is what they take any other name of the module for."""
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its ops are those of "
+                         f"the declared fake-quant slots: {', '.join(FAKE_QUANT_OPS)}")
 
 
 def ste_mask(op: str, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:

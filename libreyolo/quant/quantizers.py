@@ -3,6 +3,10 @@
 One function per op, shared by the fake-quant references (which return `values`) and the packers
 (which store `codes` and `scales`), so a packed checkpoint and a fake-quantized tensor cannot
 disagree. `docs/quantization.md` states the rules these functions implement.
+
+The fake-quant op of a declared slot ``fake_quant_<q>`` is made from quantizer ``<q>``
+(`libreyolo.quant.fake_quant`), and the quantizer's docstring is the op's: it states the op's
+formula, its scales and its straight-through mask, in terms of the op's arguments.
 """
 
 from __future__ import annotations
@@ -86,7 +90,13 @@ def quantize(
 
 def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0, *,
                      x_name: str = "x") -> Quantized:
-    """``x_name``: what the caller calls ``x`` (packing's ``w``), for its errors."""
+    """Symmetric int8 per channel: clamp(round(x / scale), -127, 127) * scale.
+
+    `scale`: 1-D float32 of length x.shape[axis]. Mask: -127 <= round(x / scale) <= 127, False
+    for NaN/inf inputs and zero-scale channels. A zero code is +0.0 (integers have no -0).
+
+    ``x_name``: what the caller calls ``x`` (packing's ``w``), for its errors.
+    """
     v.check_float_tensor(x_name, x)
     v.check_min_rank(x_name, x, 1)
     axis = v.check_axis("axis", axis, x.dim())
@@ -100,6 +110,11 @@ def int8_per_channel(x: torch.Tensor, scale: torch.Tensor, axis: int = 0, *,
 
 
 def int8_affine(x: torch.Tensor, scale: torch.Tensor, zero_point: int | torch.Tensor) -> Quantized:
+    """Affine int8 per tensor: (clamp(round(x / scale) + zp, -128, 127) - zp) * scale.
+
+    `scale`: 0-dim float32; `zero_point`: int in [-128, 127]. Mask: -128 <= round(x / scale) + zp
+    <= 127, False for NaN/inf inputs and a zero scale.
+    """
     v.check_float_tensor("x", x)
     v.check_scale("scale", scale, (), x.device)
     zero_point = v.check_zero_point("zero_point", zero_point)
@@ -117,6 +132,14 @@ def fp8(
     axis: int | None = None,
     x_name: str = "x",
 ) -> Quantized:
+    """FP8 (E4M3 or E5M2, both saturating): clamp(round_fp8(x / scale), -max, max) * scale.
+
+    `scale` 0-dim: per tensor; 1-D with `axis`: per channel; None: per row along the last dim,
+    scale = finite row amax / max (1 when that amax is 0). Mask: |round_fp8(x / scale)| <= max
+    (rounded on the unbounded grid), False for NaN/inf inputs and a zero scale.
+
+    ``x_name``: what the caller calls ``x`` (packing's ``w``), for its errors.
+    """
     fmt, mode, axis = v.check_fp8_arguments(x, scale, fmt, axis, x_name)
     fmt_info = FP8_FORMATS[fmt]
     x32 = x.float()
@@ -133,6 +156,11 @@ def fp8(
 
 
 def int_grouped(w: torch.Tensor, bits: int, group_size: int) -> Quantized:
+    """Symmetric intN (N = 2, 4, 8) per group of `group_size` along dim 1 of a 2-D weight.
+
+    scale = finite group amax / (2^(N-1) - 1) (1 when that amax is 0), ragged last group. Mask:
+    |round(w / scale)| <= 2^(N-1) - 1, False for NaN/inf and zero (underflowed) scales.
+    """
     v.check_float_tensor("w", w)
     v.check_rank("w", w, 2)
     qmax = int_qmax(v.check_bits("bits", bits))
@@ -144,6 +172,12 @@ def int_grouped(w: torch.Tensor, bits: int, group_size: int) -> Quantized:
 
 
 def nvfp4_weight(w: torch.Tensor, global_amax: torch.Tensor | None = None) -> Quantized:
+    """NVFP4 on a 2-D weight: E2M1 values in blocks of 16 along dim 1, E4M3 block scales.
+
+    s_t = amax / 2688 (amax = `global_amax` or the finite amax of w; 1 when 0), s_b =
+    E4M3(block amax / (6 s_t)) saturated at 448 (1 for an all-zero block), scale s_b * s_t.
+    Mask: |round_e2m1(w / scale)| <= 6, False for NaN/inf and zero (underflowed) scales.
+    """
     v.check_float_tensor("w", w)
     v.check_rank("w", w, 2)
     if global_amax is None:
@@ -154,6 +188,10 @@ def nvfp4_weight(w: torch.Tensor, global_amax: torch.Tensor | None = None) -> Qu
 
 
 def nvfp4_dynamic(x: torch.Tensor) -> Quantized:
+    """NVFP4 on activations: as the weight op, blocks of 16 along the last dim, s_t from x.
+
+    Mask: |round_e2m1(x / scale)| <= 6, False for NaN/inf and zero (underflowed) scales.
+    """
     v.check_float_tensor("x", x)
     v.check_min_rank("x", x, 1)
     return _rows_of(x, lambda rows: _nvfp4(rows, finite_amax(x.float()).reshape(())))
@@ -172,18 +210,36 @@ def mx_dynamic(x: torch.Tensor, element: FloatFormat) -> Quantized:
 
 
 def mxfp4_weight(w: torch.Tensor) -> Quantized:
+    """MXFP4 on a 2-D weight: E2M1 values in blocks of 32 along dim 1, E8M0 scales.
+
+    scale = 2^clamp(floor(log2(finite block amax)) - 2, -127, 127) (1 for amax 0).
+    Mask: |round_e2m1(w / scale)| <= 6, False for NaN/inf inputs.
+    """
     return mx_weight(w, E2M1)
 
 
 def mxfp4_dynamic(x: torch.Tensor) -> Quantized:
+    """MXFP4 on activations: as the weight op, blocks of 32 along the last dim of any rank.
+
+    Mask: |round_e2m1(x / scale)| <= 6, False for NaN/inf inputs.
+    """
     return mx_dynamic(x, E2M1)
 
 
 def mxfp8_weight(w: torch.Tensor) -> Quantized:
+    """MXFP8 on a 2-D weight: E4M3 values in blocks of 32 along dim 1, E8M0 scales.
+
+    scale = 2^clamp(floor(log2(finite block amax)) - 8, -127, 127) (1 for amax 0).
+    Mask: |round_e4m3(w / scale)| <= 448, False for NaN/inf inputs.
+    """
     return mx_weight(w, E4M3)
 
 
 def mxfp8_dynamic(x: torch.Tensor) -> Quantized:
+    """MXFP8 on activations: as the weight op, blocks of 32 along the last dim of any rank.
+
+    Mask: |round_e4m3(x / scale)| <= 448, False for NaN/inf inputs.
+    """
     return mx_dynamic(x, E4M3)
 
 
