@@ -1,7 +1,8 @@
-"""Attention slots: bounded contracts against the caller's portable path run in float64.
+"""Attention profiles: bounded contracts against the caller's portable path run in float64.
 
-`ms_deform_attn` has no reference; its portable core is `libreyolo.kernels.attention.
-ms_deform_attn`, its cases `conformance.inputs.ms_deform_attn_cases` and its bounded check (k and
+The one kind, `deformable`, is multi-scale deformable attention in Deformable DETR's layout
+(one point count for every level): it has no reference, its portable core is the slot's declared
+portable path, its cases `conformance.inputs.ms_deform_attn_cases` and its bounded check (k and
 floor justified) `conformance.running.ms_deform_attn_parity`.
 """
 
@@ -23,8 +24,6 @@ from conformance.schema.spec import (
     tensor,
 )
 from libreyolo.kernels.slots import get_slot
-
-MSDA_LAYOUTS = get_slot("ms_deform_attn").layouts
 
 
 def _msda_inputs(case: Case, dtype: torch.dtype, layout: str, gen: torch.Generator) -> Inputs:
@@ -89,18 +88,22 @@ MSDA_ERRORS = (
                 attention_weights=tensor((1, 5, 2, 2, 4))),
 )
 
-SLOTS = [
-    SlotSpec(
-        name="ms_deform_attn",
+
+def deformable(slot: str) -> SlotSpec:
+    """Deformable DETR's layout (cases: `conformance/inputs/ms_deform_attn_cases.py`'s fields)."""
+    layouts = frozenset(get_slot(slot).layouts)
+    return SlotSpec(
+        name=slot,
         make_inputs=_msda_inputs,
         strategy=_msda_strategy,
         # the Hub kernel (Deformable DETR's compiled op) is taken on CUDA, float32 only
         expects={"triton": TRITON_EXPECTATION,
                  "hub": Expectation(modes=frozenset({"cuda", "cuda-graph"}),
-                                    dtypes=frozenset({torch.float32}),
-                                    layouts=frozenset(MSDA_LAYOUTS)),
+                                    dtypes=frozenset({torch.float32}), layouts=layouts),
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
-                                  layouts=frozenset(MSDA_LAYOUTS))},
+                                  layouts=layouts)},
         error_inputs=MSDA_ERRORS,
-    ),
-]
+    )
+
+
+PROFILES = {"deformable": deformable}

@@ -1,11 +1,12 @@
-"""The ragged deformable-attention slot: a point count per level, bilinear or discrete sampling.
+"""The ragged deformable-attention profile: a point count per level, bilinear or discrete
+sampling (`PROFILES`' one kind, `deformable`).
 
-`ms_deform_attn_ragged` has no reference; callers keep `ms_deform_attn_ragged` (the portable
-helper) as their path, and the suite judges implementations against it run in float64, with the
+The slot has no reference; callers keep the portable helper (the slot's declared portable path)
+as their path, and the suite judges implementations against it run in float64, with the
 classic slot's bounded contract (k and floor justified in
 `conformance.running.ms_deform_attn_parity`, re-measured for this layout in
-`docs/ms_deform_attn.md`, "Ragged layout"). Inputs are drawn here, from the cases in
-`shapes/ms_deform_attn_ragged.toml`, so tests and the benchmark draw the same.
+`docs/ms_deform_attn.md`, "Ragged layout"). Inputs are drawn here (`draw_inputs`), from the cases
+of the slot's shape set, so tests and the benchmark draw the same.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from conformance.schema.spec import (
 from libreyolo.kernels.attention.ms_deform_attn.portable import SAMPLING_METHODS
 from libreyolo.kernels.slots import get_slot
 
-LAYOUTS = get_slot("ms_deform_attn_ragged").layouts
 LOCATIONS = ("uniform", "outside", "centres", "borders")
 SHAPES_AS = ("pairs", "tensor")
 
@@ -164,14 +164,19 @@ RAGGED_ERRORS = (
                   attention_weights=tensor((1, 5, 2, 2))),
 )
 
-SLOTS = [
-    SlotSpec(
-        name="ms_deform_attn_ragged",
+
+def deformable(slot: str) -> SlotSpec:
+    """RT-DETRv2's and D-FINE's layout: points per level, bilinear or discrete sampling (the
+    cases' parameters: `draw_inputs`, and the header of the slot's shape set)."""
+    return SlotSpec(
+        name=slot,
         make_inputs=_inputs,
         strategy=_strategy,
         expects={"triton": TRITON_EXPECTATION,
                  "*": Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}),
-                                  layouts=frozenset(LAYOUTS))},
+                                  layouts=frozenset(get_slot(slot).layouts))},
         error_inputs=RAGGED_ERRORS,
-    ),
-]
+    )
+
+
+PROFILES = {"deformable": deformable}

@@ -1,20 +1,23 @@
-"""Fake-quantization slots: exact forward, straight-through backward (docs/quantization.md).
+"""Fake-quantization profiles: exact forward, straight-through backward (docs/quantization.md).
 
-Each entry builds its inputs from a shape-set case (`conformance/shapes/<slot>.toml`) and draws
-new cases from a hypothesis strategy; both go through the same `make_inputs`.
+`PROFILES` maps each kind of profile to its factory; a slot's shape set
+(`conformance/shapes/<slot>.toml`) names its kind and parameters in `[profile]`. A profile builds
+its inputs from a shape-set case and draws new cases from a hypothesis strategy; both go through
+the same `make_inputs`.
 """
 
 from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Literal
 
 import torch
 from hypothesis import strategies as st
 
 from conformance.inputs import generators as gen_
 from conformance.inputs import strategies as layouts_st
-from conformance.inputs.numerics import E2M1, E4M3, E5M2, INT8, INT8_AFFINE, INT_BITS
+from conformance.inputs.numerics import E2M1, E4M3, E5M2, INT8_AFFINE, INT_BITS
 from conformance.schema.spec import (
     TRITON_EXPECTATION,
     Case,
@@ -26,6 +29,7 @@ from conformance.schema.spec import (
 
 EXPECTS = {"triton": TRITON_EXPECTATION}
 FP8_GRIDS = {"e4m3": E4M3, "e5m2": E5M2}
+BLOCK_GRIDS = {"e2m1": E2M1, "e4m3": E4M3}
 
 
 def ste_mask(op: str):
@@ -45,17 +49,17 @@ def _shape(case: Case) -> tuple[int, ...]:
     return tuple(case.params["shape"])
 
 
-def _int8_per_channel(case, dtype, layout, gen):
+def _per_channel(grid, case, dtype, layout, gen):
     shape, axis = _shape(case), case.params.get("axis", 0)
     n = shape[axis] if shape else 1
     scale = gen_.channel_scales(n, gen)
     unit = torch.where(scale == 0, 1.0, scale).reshape([n if d == axis % len(shape) else 1
                                                          for d in range(len(shape))])
-    x = gen_.grid_values(shape, INT8, gen, over_max=True) * unit
+    x = gen_.grid_values(shape, grid, gen, over_max=True) * unit
     return Inputs((gen_.finish(x, dtype, layout), scale, axis))
 
 
-def _int8_affine(case, dtype, layout, gen):
+def _affine(case, dtype, layout, gen):
     zero_point = int(case.params.get("zero_point", 0))
     scale = gen_.powers_of_two((), gen)
     y = gen_.grid_values(_shape(case), INT8_AFFINE, gen, over_max=True) - zero_point
@@ -144,7 +148,7 @@ def _weight_rank(name: str, *rest) -> list:
                         tensor(shape), *rest) for shape in ((24,), (2, 3, 4))]
 
 
-INT8_PER_CHANNEL_ERRORS = (
+PER_CHANNEL_ERRORS = (
     *_bad_float_input("x", tensor((4,), values=[0.5] * 4)),
     *_bad_scales("scale", (4,), lambda s: ((X, s, 0), {})),
     error_input("0-d-x", ValueError, "x", RULE_RANK, tensor(()), tensor((1,), values=[0.5])),
@@ -153,7 +157,7 @@ INT8_PER_CHANNEL_ERRORS = (
     error_input("float-axis", TypeError, "axis", RULE_ARGS, X, tensor((4,), values=[0.5] * 4),
                 0.0),
 )
-INT8_AFFINE_ERRORS = (
+AFFINE_ERRORS = (
     *_bad_float_input("x", tensor((), values=0.5), 0),
     *_bad_scales("scale", (), lambda s: ((X, s, 0), {})),
     error_input("zero-point-128", ValueError, "zero_point", RULE_ARGS, X,
@@ -172,7 +176,7 @@ FP8_ERRORS = (
     error_input("axis-out-of-range", ValueError, "axis", RULE_ARGS, X,
                 tensor((4,), values=[0.5] * 4), axis=2),
 )
-INT_GROUPED_ERRORS = (
+GROUPED_ERRORS = (
     *_bad_float_input("w", 4, 2),
     *_weight_rank("w", 4, 2),
     error_input("3-bits", ValueError, "bits", RULE_ARGS, X, 3, 2),
@@ -185,7 +189,7 @@ NVFP4_WEIGHT_ERRORS = (
     *_weight_rank("w"),
     *_bad_scales("global_amax", (), lambda s: ((X, s), {})),
 )
-DYNAMIC_ERRORS = (
+ACTIVATION_ERRORS = (
     *_bad_float_input("x"),
     error_input("0-d-x", ValueError, "x", RULE_RANK, tensor(())),
 )
@@ -228,23 +232,10 @@ def _third_arg(default):
     return lambda inputs: inputs.args[2] if len(inputs.args) > 2 else default
 
 
-APPLIED = {
-    "fake_quant_int8_per_channel": _applied("fake_quant_int8_per_channel", axis=_third_arg(0)),
-    "fake_quant_int8_affine": _applied("fake_quant_int8_affine", zero_point=True),
-    "fake_quant_fp8": _applied("fake_quant_fp8", axis=lambda inputs: inputs.kwargs.get("axis"),
-                               block=lambda inputs: inputs.args[0].shape[-1]),
-    "fake_quant_int_grouped": _applied("fake_quant_int_grouped", block=_third_arg(None)),
-    **{op: _applied(op, block=lambda inputs, size=size: size) for op, size in (
-        ("fake_quant_nvfp4_weight", 16), ("fake_quant_nvfp4_dynamic", 16),
-        ("fake_quant_mxfp4_weight", 32), ("fake_quant_mxfp4_dynamic", 32),
-        ("fake_quant_mxfp8_weight", 32), ("fake_quant_mxfp8_dynamic", 32))},
-}
-
-
-def _spec(name, make_inputs, strategy, error_inputs):
-    return SlotSpec(name=name, make_inputs=make_inputs, strategy=strategy,
-                    ste_mask=ste_mask(name), expects=EXPECTS, error_inputs=error_inputs,
-                    applied=APPLIED[name])
+def _spec(slot, make_inputs, strategy, error_inputs, applied):
+    return SlotSpec(name=slot, make_inputs=make_inputs, strategy=strategy,
+                    ste_mask=ste_mask(slot), expects=EXPECTS, error_inputs=error_inputs,
+                    applied=applied)
 
 
 def _case(params: dict) -> Case:
@@ -272,34 +263,63 @@ def _grouped_strategy():
                      layouts_st.group_sizes())
 
 
-def _plain(min_dims, max_dims=4, **fixed):
+def _plain(min_dims, max_dims=4):
     return lambda: layouts_st.shapes(min_dims=min_dims, max_dims=max_dims).map(
-        lambda shape: _case({"shape": list(shape), **fixed}))
+        lambda shape: _case({"shape": list(shape)}))
 
 
-SLOTS = [
-    _spec("fake_quant_int8_per_channel", _int8_per_channel,
-          lambda: _with_axis(layouts_st.shapes(min_dims=1)), INT8_PER_CHANNEL_ERRORS),
-    _spec("fake_quant_int8_affine", _int8_affine,
-          lambda: st.builds(lambda s, zp: _case({"shape": list(s), "zero_point": zp}),
-                            layouts_st.shapes(min_dims=0), st.integers(-128, 127)),
-          INT8_AFFINE_ERRORS),
-    _spec("fake_quant_fp8", _fp8, _fp8_strategy,
-          FP8_ERRORS),
-    _spec("fake_quant_int_grouped", _int_grouped, _grouped_strategy,
-          INT_GROUPED_ERRORS),
-    _spec("fake_quant_nvfp4_weight", _nvfp4_weight,
-          lambda: st.builds(lambda s, g: _case({"shape": list(s), "global_amax": g}),
-                            layouts_st.shapes(min_dims=2, max_dims=2), st.booleans()),
-          NVFP4_WEIGHT_ERRORS),
-    _spec("fake_quant_nvfp4_dynamic", partial(_blocked, E2M1, 16, -1), _plain(1),
-          DYNAMIC_ERRORS),
-    _spec("fake_quant_mxfp4_weight", partial(_blocked, E2M1, 32, 1), _plain(2, 2),
-          WEIGHT_ERRORS),
-    _spec("fake_quant_mxfp4_dynamic", partial(_blocked, E2M1, 32, -1), _plain(1),
-          DYNAMIC_ERRORS),
-    _spec("fake_quant_mxfp8_weight", partial(_blocked, E4M3, 32, 1), _plain(2, 2),
-          WEIGHT_ERRORS),
-    _spec("fake_quant_mxfp8_dynamic", partial(_blocked, E4M3, 32, -1), _plain(1),
-          DYNAMIC_ERRORS),
-]
+def per_channel(slot: str, *, bits: Literal[2, 4, 8]) -> SlotSpec:
+    """Symmetric integers of `bits` (codes in ±(2^(bits-1) - 1)) with a user-given scale per
+    channel along `axis` (cases: `shape`, `axis`); the error inputs are int8 per-channel's, whose
+    rules every op of this signature shares."""
+    return _spec(slot, partial(_per_channel, INT_BITS[bits]),
+                 lambda: _with_axis(layouts_st.shapes(min_dims=1)), PER_CHANNEL_ERRORS,
+                 _applied(slot, axis=_third_arg(0)))
+
+
+def affine(slot: str) -> SlotSpec:
+    """int8 with a user-given per-tensor scale and zero point (cases: `shape`, `zero_point`)."""
+    return _spec(slot, _affine,
+                 lambda: st.builds(lambda s, zp: _case({"shape": list(s), "zero_point": zp}),
+                                   layouts_st.shapes(min_dims=0), st.integers(-128, 127)),
+                 AFFINE_ERRORS, _applied(slot, zero_point=True))
+
+
+def fp8(slot: str) -> SlotSpec:
+    """E4M3 or E5M2 with a per-tensor, per-channel or dynamic per-row scale, chosen per case
+    (`shape`, `fmt`, `scale`, `axis`)."""
+    return _spec(slot, _fp8, _fp8_strategy, FP8_ERRORS,
+                 _applied(slot, axis=lambda inputs: inputs.kwargs.get("axis"),
+                          block=lambda inputs: inputs.args[0].shape[-1]))
+
+
+def grouped(slot: str) -> SlotSpec:
+    """Integers with one data-derived scale per group of a 2-D weight's row (cases: `shape`,
+    `bits`, `group_size`)."""
+    return _spec(slot, _int_grouped, _grouped_strategy, GROUPED_ERRORS,
+                 _applied(slot, block=_third_arg(None)))
+
+
+def nvfp4_weight(slot: str) -> SlotSpec:
+    """NVFP4 of a 2-D weight: E2M1 in blocks of 16 along dim 1, with an optional user-given
+    global amax (cases: `shape`, `global_amax`)."""
+    return _spec(slot, _nvfp4_weight,
+                 lambda: st.builds(lambda s, g: _case({"shape": list(s), "global_amax": g}),
+                                   layouts_st.shapes(min_dims=2, max_dims=2), st.booleans()),
+                 NVFP4_WEIGHT_ERRORS, _applied(slot, block=lambda inputs: 16))
+
+
+def blocked(slot: str, *, grid: Literal["e2m1", "e4m3"], block: int,
+            operand: Literal["weight", "activation"]) -> SlotSpec:
+    """Elements on `grid` with one data-derived scale per `block` elements, of a 2-D weight
+    (blocks along dim 1) or an activation of any rank (blocks along the last dim); the weight or
+    the dynamic ops' error inputs (cases: `shape`)."""
+    weight = operand == "weight"
+    return _spec(slot, partial(_blocked, BLOCK_GRIDS[grid], block, 1 if weight else -1),
+                 _plain(2, 2) if weight else _plain(1),
+                 WEIGHT_ERRORS if weight else ACTIVATION_ERRORS,
+                 _applied(slot, block=lambda inputs: block))
+
+
+PROFILES = {"per_channel": per_channel, "affine": affine, "fp8": fp8, "grouped": grouped,
+            "nvfp4_weight": nvfp4_weight, "blocked": blocked}

@@ -1,5 +1,6 @@
-"""FP8 execute slots (docs/fp8_execute.md): the prologue and epilogue exact against their
-references, the GEMMs bounded against the same codes multiplied in float64.
+"""FP8 execute profiles (docs/fp8_execute.md): the prologue and epilogue exact against their
+references, the GEMMs bounded against the same codes multiplied in float64. Kinds in `PROFILES`:
+the cast (static or dynamic scale), the epilogue and the GEMM (rowwise or tensorwise scales).
 
 Shapes come from real detector layers (`conformance/shapes/fp8_*.toml`); each GEMM case is an
 (M, N, K) of a linear or 1x1 convolution. The GEMM inputs are what a finalized layer feeds it: the
@@ -10,6 +11,7 @@ one scale each, tensorwise), both made by the references' quantizer from seeded 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from hypothesis import strategies as st
@@ -185,16 +187,28 @@ def _gemm_errors(rowwise: bool) -> tuple:
     )
 
 
-def _spec(name, make_inputs, strategy, errors, expects=EXPECTS):
-    return SlotSpec(name=name, make_inputs=make_inputs, strategy=strategy, expects=expects,
-                    error_inputs=errors)
+def cast(slot: str, *, scale: Literal["static", "dynamic"]) -> SlotSpec:
+    """The prologue: activations (..., K) to E4M3 codes with a given per-tensor scale (static) or
+    one per row from its amax (dynamic); cases: `shape` (and a static one's own `scale`)."""
+    static = scale == "static"
+    return SlotSpec(name=slot, make_inputs=_cast_static if static else _cast_dynamic,
+                    strategy=_rows_strategy, expects=EXPECTS,
+                    error_inputs=CAST_STATIC_ERRORS if static else CAST_DYNAMIC_ERRORS)
 
 
-SLOTS = [
-    _spec("fp8_cast_static", _cast_static, _rows_strategy, CAST_STATIC_ERRORS),
-    _spec("fp8_cast_dynamic", _cast_dynamic, _rows_strategy, CAST_DYNAMIC_ERRORS),
-    _spec("fp8_perchannel_epilogue", _epilogue, _epilogue_strategy, EPILOGUE_ERRORS),
-    _spec("fp8_gemm", _gemm(True), _gemm_strategy, _gemm_errors(True), GEMM_EXPECTS),
-    _spec("fp8_gemm_tensorwise", _gemm(False), _gemm_strategy, _gemm_errors(False),
-          GEMM_EXPECTS),
-]
+def epilogue(slot: str) -> SlotSpec:
+    """The per-channel epilogue: a float32 (M, N) accumulator to the layer's output (cases:
+    `shape`, `bias`, `activation`)."""
+    return SlotSpec(name=slot, make_inputs=_epilogue, strategy=_epilogue_strategy,
+                    expects=EXPECTS, error_inputs=EPILOGUE_ERRORS)
+
+
+def gemm(slot: str, *, scales: Literal["rowwise", "tensorwise"]) -> SlotSpec:
+    """The E4M3 GEMM, activation scales per row and weight scales per output channel (rowwise)
+    or one each (tensorwise); cases: `m`, `n`, `k`, `bias`."""
+    rowwise = scales == "rowwise"
+    return SlotSpec(name=slot, make_inputs=_gemm(rowwise), strategy=_gemm_strategy,
+                    expects=GEMM_EXPECTS, error_inputs=_gemm_errors(rowwise))
+
+
+PROFILES = {"cast": cast, "epilogue": epilogue, "gemm": gemm}

@@ -1,4 +1,5 @@
-"""Unpack slots: packed checkpoint bytes to floats, exact (docs/checkpoint_format.md).
+"""Unpack profiles: packed checkpoint bytes to floats, exact (docs/checkpoint_format.md). One
+kind per packed format, in `PROFILES`; a slot's shape set names its kind in `[profile]`.
 
 Inputs are real packed weights (packed by the reference packers from the fake-quant generators'
 values) whose code bytes are then replaced by uniform random bytes, so every code point appears.
@@ -36,7 +37,7 @@ def _random_codes(like: torch.Tensor, layout: str, gen: torch.Generator) -> torc
     return apply_layout(codes, layout)
 
 
-def _int_grouped(case, dtype, layout, gen):
+def _int_grouped_inputs(case, dtype, layout, gen):
     from libreyolo.quant.packing import pack_int_grouped
 
     bits, group = case.params["bits"], case.params["group_size"]
@@ -45,7 +46,7 @@ def _int_grouped(case, dtype, layout, gen):
                    packed.in_features), {"dtype": dtype}, grad_args=())
 
 
-def _nvfp4(case, dtype, layout, gen):
+def _nvfp4_inputs(case, dtype, layout, gen):
     from libreyolo.quant.packing import pack_nvfp4
 
     packed = pack_nvfp4(_finite_weight(case, E2M1, 16, gen))
@@ -53,7 +54,7 @@ def _nvfp4(case, dtype, layout, gen):
                    packed.tensor_scale, packed.in_features), {"dtype": dtype}, grad_args=())
 
 
-def _mxfp4(case, dtype, layout, gen):
+def _mxfp4_inputs(case, dtype, layout, gen):
     from libreyolo.quant.packing import pack_mxfp4
 
     packed = pack_mxfp4(_finite_weight(case, E2M1, 32, gen))
@@ -61,7 +62,7 @@ def _mxfp4(case, dtype, layout, gen):
                    packed.in_features), {"dtype": dtype}, grad_args=())
 
 
-def _mxfp8(case, dtype, layout, gen):
+def _mxfp8_inputs(case, dtype, layout, gen):
     from libreyolo.quant.packing import pack_mxfp8
 
     packed = pack_mxfp8(_finite_weight(case, E4M3, 32, gen))
@@ -72,9 +73,9 @@ def _mxfp8(case, dtype, layout, gen):
                   grad_args=())
 
 
-def _weights(**fixed):
+def _weights():
     return lambda: layouts_st.shapes(min_dims=2, max_dims=2).map(
-        lambda shape: Case("hypothesis", "hypothesis", "small", {"shape": list(shape), **fixed}))
+        lambda shape: Case("hypothesis", "hypothesis", "small", {"shape": list(shape)}))
 
 
 def _grouped_strategy():
@@ -170,25 +171,36 @@ def _fixed(n):
     return lambda inputs: n
 
 
-APPLIED = {
-    "unpack_int_grouped": _applied(lambda inputs: 8 // inputs.args[2],
-                                   {1: ("scale", lambda inputs: inputs.args[3])}),
-    "unpack_nvfp4": _applied(_fixed(2), {1: ("block_scale", _fixed(16)),
-                                         2: ("tensor_scale", None)}),
-    "unpack_mxfp4": _applied(_fixed(2), {1: ("scale (E8M0 code)", _fixed(32))}),
-    "unpack_mxfp8": _applied(_fixed(1), {1: ("scale (E8M0 code)", _fixed(32))}),
-}
-
-
-def _spec(name, make_inputs, strategy, error_inputs):
-    return SlotSpec(name=name, make_inputs=make_inputs, strategy=strategy,
+def _spec(slot, make_inputs, strategy, error_inputs, applied):
+    return SlotSpec(name=slot, make_inputs=make_inputs, strategy=strategy,
                     expects={"triton": TRITON_EXPECTATION}, error_inputs=error_inputs,
-                    applied=APPLIED[name])
+                    applied=applied)
 
 
-SLOTS = [
-    _spec("unpack_int_grouped", _int_grouped, _grouped_strategy, INT_GROUPED_ERRORS),
-    _spec("unpack_nvfp4", _nvfp4, _weights(), NVFP4_ERRORS),
-    _spec("unpack_mxfp4", _mxfp4, _weights(), MXFP4_ERRORS),
-    _spec("unpack_mxfp8", _mxfp8, _weights(), MXFP8_ERRORS),
-]
+def int_grouped(slot: str) -> SlotSpec:
+    """Grouped int2/int4/int8 codes, two's complement, packed into bytes, with a float32 scale
+    per group (cases: `shape`, `bits`, `group_size`)."""
+    return _spec(slot, _int_grouped_inputs, _grouped_strategy, INT_GROUPED_ERRORS,
+                 _applied(lambda inputs: 8 // inputs.args[2],
+                          {1: ("scale", lambda inputs: inputs.args[3])}))
+
+
+def nvfp4(slot: str) -> SlotSpec:
+    """NVFP4: E2M1 nibbles, an E4M3 scale per 16 inputs and a float32 tensor scale."""
+    return _spec(slot, _nvfp4_inputs, _weights(), NVFP4_ERRORS,
+                 _applied(_fixed(2), {1: ("block_scale", _fixed(16)), 2: ("tensor_scale", None)}))
+
+
+def mxfp4(slot: str) -> SlotSpec:
+    """MXFP4: E2M1 nibbles and an E8M0 scale code per 32 inputs."""
+    return _spec(slot, _mxfp4_inputs, _weights(), MXFP4_ERRORS,
+                 _applied(_fixed(2), {1: ("scale (E8M0 code)", _fixed(32))}))
+
+
+def mxfp8(slot: str) -> SlotSpec:
+    """MXFP8: E4M3 bytes and an E8M0 scale code per 32 inputs."""
+    return _spec(slot, _mxfp8_inputs, _weights(), MXFP8_ERRORS,
+                 _applied(_fixed(1), {1: ("scale (E8M0 code)", _fixed(32))}))
+
+
+PROFILES = {"int_grouped": int_grouped, "nvfp4": nvfp4, "mxfp4": mxfp4, "mxfp8": mxfp8}

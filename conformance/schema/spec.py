@@ -163,7 +163,8 @@ class SlotSpec:
     #: (inputs, output index) -> the parameters that applied at that output element (its scale,
     #: zero point, block scale, code byte...), for mismatch messages
     applied: Callable[[Inputs, tuple], dict] | None = None
-    #: the catalogue module that holds this profile (set when the catalogue is gathered)
+    #: the catalogue module whose kind made this profile, as the shape set's `[profile]` names
+    #: it (set when the catalogue is built)
     family: str = ""
 
     def __post_init__(self):
