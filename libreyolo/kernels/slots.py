@@ -7,7 +7,9 @@ the numbers mean, or for a slot without one the callers' portable path and a val
 it returns as a function of its inputs (``outputs.py``); the parity contract; and the dtypes and
 layouts it is defined for. The registry, ``ops``, the operators, the CLI and the docs tables read
 it; the conformance suite attaches its test profile (shape set, input generator, strategy, error
-inputs) by the slot's name (``conformance/catalogue/``) and repeats none of these fields.
+inputs) by the slot's name (the ``[profile]`` table of ``conformance/shapes/<slot>.toml`` picks one
+of ``conformance/catalogue/``'s kinds) and repeats none of these fields. A fake-quant slot's
+reference is made from its quantizer (``libreyolo/quant/fake_quant.py``).
 
 A reference is registered under the name ``reference`` when the registry loads; slots without
 one let callers keep their own portable path, and ``dispatch`` returns ``None`` when no
