@@ -403,8 +403,8 @@ def _no_autograd_work(value, _spatial_shapes, locations, weights):
 def without_triton_launches(step, plan):
     """``step`` with the plan's kept Triton launches (Triton's C launcher and the driver: the
     Launcher's own Python still runs) replaced by no-ops for its duration."""
-    launchers = [launch for launch in (plan.forward_launch, plan.zeroing_launch,
-                                       plan.backward_launch) if launch]
+    launchers = [plan.launches[key] for key in ("forward", "zeroing forward", "backward")
+                 if key in plan.launches]
     if not all(launch._fast for launch in launchers):
         raise SystemExit("a plan's launch has no direct relaunch to stub: warm it up first")
 

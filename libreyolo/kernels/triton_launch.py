@@ -82,7 +82,13 @@ class Launcher:
     """One launch of ``kernel`` on ``grid`` with every argument fixed except the tensors, which
     come first among the positional arguments and which each call passes, in that order.
 
-    A Launcher is made once per plan and kept by the caller's plan cache. The plan's key holds
+    A Launcher is made once per plan, on the plan's first call that needs it, and kept in the
+    plan's ``launches`` dict under a key naming the launch and whatever else its tensors' dtypes
+    depend on (``"backward"`` takes a float32 value gradient, ``"fixed-point backward"`` an int64
+    one): ``plan.launches.get(key) or plan.launches.setdefault(key, Launcher(...))``. One place
+    for every provider's kept launches (a source rule in ``tests/registry/test_provider_kit.py``
+    holds them to it), and they go with their plan, whose cache is bounded: nothing else keeps a
+    launch, or needs a cap of its own. The plan's key holds
     each input tensor's dtype and device, the plan allocates the outputs from the inputs, and the
     constants given here (an input kind, a block size) already depend on them: so every call's
     tensors have the first call's dtypes and share its device, and a call checks only what a

@@ -65,10 +65,8 @@ TINY_RAGGED = {"batch": 1, "levels": [[3, 4], [2, 2]], "heads": 1, "channels": 8
 def fresh_plans():
     """Plans (and their launches) made under a patched planner must not outlive the test."""
     memo._plans.clear()
-    deterministic._launches.clear()
     yield
     memo._plans.clear()
-    deterministic._launches.clear()
 
 
 @pytest.fixture
@@ -174,21 +172,24 @@ def test_deterministic_mode_runs_the_fixed_point_backward_and_only_then(slot, fi
 
 def test_a_plan_keeps_one_backward_launch_per_mode():
     """A Launcher relaunches the dtypes it was made with: the atomic backward's launch must never
-    take the int64 accumulator (nor the other way round), so each mode has its own."""
+    take the int64 accumulator (nor the other way round), so each mode has its own. The fixed
+    point's two streaming launches are the plan's too (no process-wide cache of launches)."""
     args = classic_args()
     grad = _grad_for(args)
     plan = classic.accepts(*args)
     gradients(CLASSIC, args, grad)
-    assert plan.backward_launch is not None and plan.fixed_point_launch is None
+    assert "backward" in plan.launches and "fixed-point backward" not in plan.launches
     with deterministic_algorithms():
         gradients(CLASSIC, args, grad)
-    assert plan.fixed_point_launch is not None
-    assert plan.fixed_point_launch is not plan.backward_launch
+    assert plan.launches["fixed-point backward"] is not plan.launches["backward"]
+    streaming = {("fixed-point bound", grad.dtype), "fixed-point to float"}
+    assert streaming <= set(plan.launches)
     rargs = ragged_args()  # level sizes as pairs: the plan is kept
     rplan = ragged.accepts(*rargs)
     with deterministic_algorithms():
         gradients(RAGGED, rargs, _grad_for(rargs))
-    assert set(rplan.launches) >= {"fixed-point backward"} and "backward" not in rplan.launches
+    assert {"fixed-point backward", *streaming} <= set(rplan.launches)
+    assert "backward" not in rplan.launches
 
 
 # -- order independence ------------------------------------------------------------------------
@@ -456,11 +457,11 @@ def test_the_header_holds_the_maxima_bit_patterns():
     grad = torch.tensor([[0.5, -3.0, 2.0]])
     weights = torch.tensor([[[[0.25, -0.75]]]])  # (1, 1, 1, 2): N = 1 query x 2 points
     fixed, _ = deterministic.accumulator(torch.zeros(4))
-    deterministic.write_bound(fixed, grad, weights)
+    deterministic.write_bound({}, fixed, grad, weights)
     assert fixed[:2].tolist() == [float_bits(3.0 * 2), float_bits(0.75)]
     grad[0, 1] = float("nan")
     fixed.zero_()
-    deterministic.write_bound(fixed, grad, weights)
+    deterministic.write_bound({}, fixed, grad, weights)
     assert fixed[0] > float_bits(float("inf"))  # NaN's pattern is above infinity's
 
 
@@ -472,7 +473,7 @@ def test_the_conversion_scales_by_the_power_of_two_the_bound_gives(bound, expone
     fixed[0], fixed[1] = float_bits(bound), float_bits(1.0)
     body.copy_(torch.tensor([1, -3, 2**40]))
     out = torch.full((3,), float("nan"))
-    deterministic.to_float(body, out)
+    deterministic.to_float({}, body, out)
     unit = 2.0 ** (exponent - 62)
     assert out.tolist() == [unit, -3 * unit, 2**40 * unit]
     assert math.isfinite(unit) and unit > 0

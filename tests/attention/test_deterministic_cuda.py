@@ -190,12 +190,11 @@ def test_a_launch_shared_by_the_two_modes_gives_wrong_gradients(monkeypatch):
                                                  if c.name == "rt_detr_decoder"))
 
     def one_launch_for_both(launch_plan, tensors):
-        if launch_plan.backward_launch is None:
-            launch_plan.backward_launch = classic.Launcher(
+        return launch_plan.launches.get("backward") or launch_plan.launches.setdefault(
+            "backward", classic.Launcher(
                 classic._kernels().ms_deform_attn_bwd_kernel, launch_plan.backward_grid,
                 *tensors, *launch_plan.sizes, **launch_plan.constants,
-                SPLIT_LEVELS=launch_plan.split_levels, num_warps=common.NUM_WARPS)
-        return launch_plan.backward_launch
+                SPLIT_LEVELS=launch_plan.split_levels, num_warps=common.NUM_WARPS))
 
     classic.memo._plans.clear()
     monkeypatch.setattr(classic, "_backward_launch", one_launch_for_both)

@@ -113,3 +113,95 @@ def test_the_source_rule_finds_a_hand_written_decline(tmp_path):
 def test_no_provider_or_plan_writes_a_capture_or_device_decline_itself():
     assert len(PROVIDER_SOURCES) >= 8, PROVIDER_SOURCES
     assert [line for path in PROVIDER_SOURCES for line in _hand_written_declines(path)] == []
+
+
+#: Every module of the kernels package: a launch may be made anywhere there (the deterministic
+#: MSDA backward made its own), and is kept only with the plan it was made for.
+KERNEL_SOURCES = sorted(KERNELS.rglob("*.py"))
+_LAUNCH_NAMES = ("launch", "launcher")
+
+
+def _launch_named(name: str) -> bool:
+    return name.lower().endswith(_LAUNCH_NAMES)
+
+
+def _makes_a_launcher(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and (getattr(n.func, "id", None) == "Launcher"
+                                            or getattr(n.func, "attr", None) == "Launcher")
+               for n in ast.walk(node))
+
+
+def _is_launches(node: ast.AST) -> bool:
+    """``launches`` or ``<plan>.launches``: the one place a launch is kept."""
+    return getattr(node, "id", None) == "launches" or getattr(node, "attr", None) == "launches"
+
+
+def _launches_kept_elsewhere(path: Path, root: Path = KERNELS) -> list[str]:
+    """Where a module keeps a launch other than in a plan's ``launches`` dict (keyed by what the
+    launch is, made on first use): an attribute, slot or class field named ``*launch`` or
+    ``*launcher``; a ``Launcher(...)`` stored in an attribute or a container other than
+    ``launches`` (by assignment or ``setdefault``); a module-level container named after
+    launches (a process-wide cache outlives the plans whose launches it holds, and needs a cap
+    of its own)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                and not isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [f"line {node.lineno}: a module-level cache of launches ({t.id})"
+                      for t in targets if isinstance(t, ast.Name) and "launch" in t.id.lower()]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                        and _launch_named(item.target.id):
+                    found.append(f"line {item.lineno}: field {item.target.id}")
+                if isinstance(item, ast.Assign) and any(getattr(t, "id", None) == "__slots__"
+                                                        for t in item.targets):
+                    found += [f"line {item.lineno}: slot {c.value}" for c in ast.walk(item.value)
+                              if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                              and _launch_named(c.value)]
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                found += [f"line {node.lineno}: attribute {a.attr}" for a in ast.walk(target)
+                          if isinstance(a, ast.Attribute) and _launch_named(a.attr)]
+            if node.value is not None and _makes_a_launcher(node.value):
+                stores = [e for t in targets for e in getattr(t, "elts", [t])
+                          if isinstance(e, ast.Attribute) and not _launch_named(e.attr)
+                          or isinstance(e, ast.Subscript) and not _is_launches(e.value)]
+                found += [f"line {node.lineno}: a Launcher stored in {ast.unparse(e)}"
+                          for e in stores]
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "setdefault" \
+                and not _is_launches(node.func.value) \
+                and any(_makes_a_launcher(a) for a in node.args):
+            found.append(f"line {node.lineno}: a Launcher stored in "
+                         f"{ast.unparse(node.func.value)}")
+    return [f"{path.relative_to(root)}: {what}" for what in found]
+
+
+def test_the_source_rule_finds_a_launch_kept_outside_launches(tmp_path):
+    plan = tmp_path / "plan.py"
+    plan.write_text("_launches = {}\n"
+                    "class Plan:\n"
+                    "    __slots__ = ('forward_launch', 'launches')\n"
+                    "    launcher: object = None\n"
+                    "    def __init__(self):\n"
+                    "        self.forward_launch, self.launches = None, {}\n"
+                    "def run(plan, kernel, cache):\n"
+                    "    plan.kept, n = Launcher(kernel, (1,)), 1\n"
+                    "    plan.launches['backward'] = Launcher(kernel, (1,))\n"
+                    "    cache.setdefault(0, Launcher(kernel, (1,)))\n"
+                    "    plan.launches.setdefault(0, Launcher(kernel, (1,)))\n")
+    found = [line.split(": ", 1)[1] for line in _launches_kept_elsewhere(plan, tmp_path)]
+    assert sorted(found) == sorted([
+        "line 1: a module-level cache of launches (_launches)",
+        "line 3: slot forward_launch", "line 4: field launcher",
+        "line 6: attribute forward_launch", "line 8: a Launcher stored in plan.kept",
+        "line 10: a Launcher stored in cache"])
+
+
+def test_every_launch_is_kept_in_its_plans_launches():
+    assert len(KERNEL_SOURCES) >= 30, KERNEL_SOURCES
+    assert [line for path in KERNEL_SOURCES for line in _launches_kept_elsewhere(path)] == []

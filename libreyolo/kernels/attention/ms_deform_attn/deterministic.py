@@ -62,15 +62,17 @@ Under deterministic mode torch also fills every ``torch.empty`` with NaN
 buffers pay that, the kernels' work does not need it. ``benchmarks/bench_msda_deterministic.py``
 measures it against the atomic backward.
 
-**Plans.** A plan does not depend on the mode: the flag is read per backward call, and the
-backward's launches are kept per mode (the providers' ``_backward_launch`` keys its Launcher on
-the value gradient's dtype, int64 only here: a Launcher relaunches the dtypes it was made with,
-so a plan's atomic launch must never take the int64 buffer, nor the other way round). A forward
-under deterministic mode leaves the gradient buffers to the backward (``keep_for_backward``):
-the float32 value gradient then needs no zeroing, the conversion stores every element. A
-forward outside the mode followed by a backward in it (or the reverse) is correct too: the
-backward allocates what its mode needs. Warm up in the mode a CUDA graph will capture (its
-kernels compile at their first call).
+**Plans.** A plan does not depend on the mode: the flag is read per backward call. The plan
+keeps its launches (its ``launches``, as every plan does: ``triton_launch.Launcher``): the
+backward's one per mode (the providers' ``_backward_launch`` keys it on the value gradient's
+dtype, int64 only here: a Launcher relaunches the dtypes it was made with, so a plan's atomic
+launch must never take the int64 buffer, nor the other way round), and this path's two
+streaming kernels', made on its first deterministic backward. A forward under deterministic
+mode leaves the gradient buffers to the backward (``keep_for_backward``): the float32 value
+gradient then needs no zeroing, the conversion stores every element. A forward outside the mode
+followed by a backward in it (or the reverse) is correct too: the backward allocates what its
+mode needs. Warm up in the mode a CUDA graph will capture (its kernels compile at their first
+call, and its launches are made then).
 """
 
 from __future__ import annotations
@@ -93,11 +95,6 @@ MIN_EXPONENT = -64
 BOUND_BLOCK = 4096
 CONVERT_BLOCK = 1024
 NUM_WARPS = 4
-#: Launchers of the two streaming kernels, by everything they depend on (sizes, dtypes,
-#: device); past this many it starts over (a model has a few distinct shapes).
-MAX_LAUNCHES = 64
-
-_launches: dict[tuple, Launcher] = {}
 
 
 def requested() -> bool:
@@ -110,15 +107,6 @@ def _kernels():
     from libreyolo.kernels.attention.ms_deform_attn import deterministic_kernels
 
     return deterministic_kernels
-
-
-def _kept(key: tuple, make) -> Launcher:
-    launch = _launches.get(key)
-    if launch is None:
-        if len(_launches) >= MAX_LAUNCHES:
-            _launches.clear()
-        launch = _launches[key] = make()
-    return launch
 
 
 def hits_bound(attention_weights: torch.Tensor) -> int:
@@ -161,25 +149,27 @@ def accumulator(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return fixed, fixed[HEADER:].view(value.shape)
 
 
-def write_bound(fixed: torch.Tensor, grad_out: torch.Tensor, attention_weights: torch.Tensor):
-    """The header of ``fixed`` (zeroed) from the contiguous output gradient and weights."""
-    hits = hits_bound(attention_weights)
-    count = max(grad_out.numel(), attention_weights.numel())
-    key = ("bound", grad_out.numel(), attention_weights.numel(), hits, grad_out.dtype,
-           attention_weights.dtype, fixed.device)
-    launch = _kept(key, lambda: Launcher(
-        _kernels().gradient_bound_kernel, (cdiv(count, BOUND_BLOCK),), grad_out,
-        attention_weights, fixed, grad_out.numel(), attention_weights.numel(), hits,
-        BLOCK=BOUND_BLOCK, num_warps=NUM_WARPS))
+def write_bound(launches: dict, fixed: torch.Tensor, grad_out: torch.Tensor,
+                attention_weights: torch.Tensor) -> None:
+    """The header of ``fixed`` (zeroed) from the contiguous output gradient and weights, by the
+    launch kept in ``launches`` (the plan's: its sizes, the weights' dtype and the device are the
+    plan's; the output gradient's dtype is the caller's, so it keys the launch)."""
+    key = ("fixed-point bound", grad_out.dtype)
+    launch = launches.get(key) or launches.setdefault(key, Launcher(
+        _kernels().gradient_bound_kernel,
+        (cdiv(max(grad_out.numel(), attention_weights.numel()), BOUND_BLOCK),), grad_out,
+        attention_weights, fixed, grad_out.numel(), attention_weights.numel(),
+        hits_bound(attention_weights), BLOCK=BOUND_BLOCK, num_warps=NUM_WARPS))
     launch(grad_out, attention_weights, fixed)
 
 
-def to_float(body: torch.Tensor, out: torch.Tensor) -> None:
-    """``out`` (float32, ``body``'s shape) = the fixed-point value gradient ``body`` in floats."""
-    key = ("convert", body.numel(), body.device)
-    launch = _kept(key, lambda: Launcher(
-        _kernels().fixed_point_to_float_kernel, (cdiv(body.numel(), CONVERT_BLOCK),), body, out,
-        body.numel(), BLOCK=CONVERT_BLOCK, num_warps=NUM_WARPS))
+def to_float(launches: dict, body: torch.Tensor, out: torch.Tensor) -> None:
+    """``out`` (float32, ``body``'s shape) = the fixed-point value gradient ``body`` in floats,
+    by the launch kept in ``launches`` (the plan's, which fixes ``body``'s size and device)."""
+    launch = launches.get("fixed-point to float") or launches.setdefault(
+        "fixed-point to float", Launcher(
+            _kernels().fixed_point_to_float_kernel, (cdiv(body.numel(), CONVERT_BLOCK),), body,
+            out, body.numel(), BLOCK=CONVERT_BLOCK, num_warps=NUM_WARPS))
     launch(body, out)
 
 
@@ -191,11 +181,11 @@ def gradients(launch_for, plan, value, sampling_locations, attention_weights, gr
     gradient (every element is stored here) and the location and weight gradients."""
     grad_value, grad_locations, grad_weights = buffers
     fixed, body = accumulator(value)
-    write_bound(fixed, grad_out, attention_weights)
+    write_bound(plan.launches, fixed, grad_out, attention_weights)
     tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, body,
                grad_locations, grad_weights)
     launch_for(plan, tensors)(*tensors)
-    to_float(body, grad_value)
+    to_float(plan.launches, body, grad_value)
     if value.dtype is not torch.float32:
         grad_value = grad_value.to(value.dtype)
     return grad_value, grad_locations, grad_weights

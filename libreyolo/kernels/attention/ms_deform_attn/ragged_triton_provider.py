@@ -57,7 +57,8 @@ MAX_LEVELS = 8
 @dataclass(frozen=True, slots=True)
 class RaggedPlan(Prepared):
     """The validated input's launch: the level sizes on the device and the kernels' constants;
-    the launches made for it (kept with the plan, which ``memo`` keeps) by direction."""
+    the launches made for it, by name (kept with the plan, which ``memo`` keeps; the
+    deterministic backward's two are there too)."""
 
     shapes: torch.Tensor
     sizes: tuple[int, int, int]
@@ -201,27 +202,21 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, gra
     zero = grad_value is not None
     tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
                grad_value if zero else out)
-    direction = "zeroing forward" if zero else "forward"
-    launcher = plan.launches.get(direction)
-    if launcher is None:
-        launcher = plan.launches[direction] = Launcher(
-            _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
-            *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
-            ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS, enable_fp_fusion=False)
-    launcher(*tensors)
+    key = "zeroing forward" if zero else "forward"
+    launch = plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
+        *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
+        ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS, enable_fp_fusion=False))
+    launch(*tensors)
     return out
 
 
 def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
     # an int64 value gradient is the deterministic backward's: its own launch (classic's note)
-    direction = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
-    launcher = plan.launches.get(direction)
-    if launcher is None:
-        launcher = plan.launches[direction] = Launcher(
-            _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors,
-            *plan.sizes, **plan.constants, num_warps=common.NUM_WARPS,
-            enable_fp_fusion=False)
-    return launcher
+    key = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
+    return plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors, *plan.sizes,
+        **plan.constants, num_warps=common.NUM_WARPS, enable_fp_fusion=False))
 
 
 class _RaggedFunction(torch.autograd.Function):

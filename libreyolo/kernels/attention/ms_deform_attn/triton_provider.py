@@ -49,11 +49,11 @@ SPLIT_LEVELS_BELOW = 768
 
 class LaunchPlan(Prepared):
     """An input :func:`accepts` validated: the kernels' arguments, ready to launch, and the
-    launches made for it (kept with the plan, which ``memo`` keeps)."""
+    launches made for it, by name (``launches``: kept with the plan, which ``memo`` keeps; the
+    deterministic backward's two are there too)."""
 
     __slots__ = ("shapes", "sizes", "constants", "forward_grid", "backward_grid", "split_levels",
-                 "out_shape", "out_empty", "zeroing", "forward_launch", "zeroing_launch",
-                 "backward_launch", "fixed_point_launch")
+                 "out_shape", "out_empty", "zeroing", "launches")
 
     def __init__(self, shapes, value, sampling_locations):
         batch, len_in, heads, channels = value.shape
@@ -72,8 +72,7 @@ class LaunchPlan(Prepared):
         self.out_empty = batch * len_q * heads * channels == 0
         self.zeroing = common.forward_zeroing(sampling_locations.numel() // 2, value.numel(),
                                               self.forward_grid)
-        self.forward_launch = self.zeroing_launch = self.backward_launch = None
-        self.fixed_point_launch = None  # the deterministic backward's (deterministic.py)
+        self.launches = {}
 
 
 def accepts(value, spatial_shapes, sampling_locations, attention_weights):
@@ -167,42 +166,26 @@ def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights, gra
     out = value.new_empty(plan.out_shape)
     if plan.out_empty:
         return out
-    if grad_value is None:  # the sixth tensor is not touched: the kernel's ZERO_GRAD_VALUE is off
-        tensors = (value, plan.shapes, sampling_locations, attention_weights, out, out)
-        launch = plan.forward_launch or _forward_launch(plan, tensors, zero=False)
-    else:
-        tensors = (value, plan.shapes, sampling_locations, attention_weights, out, grad_value)
-        launch = plan.zeroing_launch or _forward_launch(plan, tensors, zero=True)
+    zero = grad_value is not None
+    # without grad_value the sixth tensor is not touched: the kernel's ZERO_GRAD_VALUE is off
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
+               grad_value if zero else out)
+    key = "zeroing forward" if zero else "forward"
+    launch = plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        _kernels().ms_deform_attn_fwd_kernel, plan.forward_grid, *tensors, *plan.sizes,
+        *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
+        ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS))
     launch(*tensors)
     return out
-
-
-def _forward_launch(plan: LaunchPlan, tensors: tuple, zero: bool) -> Launcher:
-    launch = Launcher(_kernels().ms_deform_attn_fwd_kernel, plan.forward_grid, *tensors,
-                      *plan.sizes, *(plan.zeroing if zero else (0, 0)), **plan.constants,
-                      ZERO_GRAD_VALUE=zero, ZERO_BLOCK=common.ZERO_BLOCK,
-                      num_warps=common.NUM_WARPS)
-    if zero:
-        plan.zeroing_launch = launch
-    else:
-        plan.forward_launch = launch
-    return launch
 
 
 def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
     # An int64 value gradient is the deterministic backward's (deterministic.py), compiled apart:
     # a Launcher relaunches the dtypes it was made with, so each mode keeps its own.
-    fixed_point = tensors[5].dtype is torch.int64
-    launch = plan.fixed_point_launch if fixed_point else plan.backward_launch
-    if launch is None:
-        launch = Launcher(_kernels().ms_deform_attn_bwd_kernel, plan.backward_grid, *tensors,
-                          *plan.sizes, **plan.constants, SPLIT_LEVELS=plan.split_levels,
-                          num_warps=common.NUM_WARPS)
-        if fixed_point:
-            plan.fixed_point_launch = launch
-        else:
-            plan.backward_launch = launch
-    return launch
+    key = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
+    return plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        _kernels().ms_deform_attn_bwd_kernel, plan.backward_grid, *tensors, *plan.sizes,
+        **plan.constants, SPLIT_LEVELS=plan.split_levels, num_warps=common.NUM_WARPS))
 
 
 class _MSDeformAttnFunction(torch.autograd.Function):

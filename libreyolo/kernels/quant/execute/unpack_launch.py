@@ -4,8 +4,9 @@ The host does no more than allocate the output and launch: no copy of the packed
 are read through their strides), no read of device data, so a call is safe under CUDA-graph
 capture once its kernel is compiled.
 
-The launch is made once per ``Work`` (a ``triton_launch.Launcher``: sizes, strides and constants
-fixed), so a steady-state call allocates its output and relaunches the compiled kernel.
+The launch is made once per ``Work`` and kept in its ``launches`` (a
+``triton_launch.Launcher``: sizes, strides and constants fixed), so a steady-state call allocates
+its output and relaunches the compiled kernel.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ def run(plan: UnpackPlan) -> torch.Tensor:
         return out
     codes, scale = plan.codes, plan.scale
     tensor_scale = plan.tensor_scale if plan.tensor_scale is not None else scale
-    if work.launcher is None:
-        work.launcher = Launcher(unpack_kernel, grid, codes, scale, tensor_scale, out,
-                                 *work.kernel_args, num_warps=work.config.num_warps,
-                                 enable_fp_fusion=False)
-    work.launcher(codes, scale, tensor_scale, out)
+    launch = work.launches.get("unpack") or work.launches.setdefault("unpack", Launcher(
+        unpack_kernel, grid, codes, scale, tensor_scale, out, *work.kernel_args,
+        num_warps=work.config.num_warps, enable_fp_fusion=False))
+    launch(codes, scale, tensor_scale, out)
     return out

@@ -25,7 +25,7 @@ it is planned, so traced or symbolic sizes never become cache keys.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import partial
 from typing import NamedTuple
@@ -140,7 +140,7 @@ class Work:
     last ``hardware_bf16``); the reason the kernel declines it whatever the call (or None);
     whether it runs under the interpreter; whether each call views float8 tensors as bytes
     (``byte_views``); a stand-in the output is allocated like (``_output_like``); the launch made
-    for it on its first run (``unpack_launch``)."""
+    for it on its first run, in ``launches`` (``unpack_launch``)."""
 
     fmt: Format
     bits: int
@@ -157,7 +157,7 @@ class Work:
     interpreted: bool
     byte_views: bool
     out_like: torch.Tensor
-    launcher: object = None
+    launches: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)

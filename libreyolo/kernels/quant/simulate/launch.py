@@ -13,9 +13,9 @@ Non-contiguous inputs are copied to a contiguous tensor first (an explicit, docu
 kernel then needs no strides, and the copy is the only extra pass such inputs cost).
 
 What a call runs is worked out once per layout and tile (a ``Passes`` kept on the ``Layout``,
-holding its ``triton_launch.Launcher``s), so a steady-state call allocates its output and
-relaunches the compiled kernel with its tensors: the sizes, grid, constants and which passes run
-were decided on the first call.
+holding its ``triton_launch.Launcher``s in ``launches``), so a steady-state call allocates its
+output and relaunches the compiled kernel with its tensors: the sizes, grid, constants and which
+passes run were decided on the first call.
 """
 
 from __future__ import annotations
@@ -119,19 +119,18 @@ def inline_amax_iterations(layout: Layout, t: Tiling) -> int:
 
 class Passes:
     """What every call of one layout at one tile runs, worked out on its first call: whether an
-    amax pass runs first, and the quantizing launches (forward now, backward on first use), so a
-    steady-state call allocates its output and relaunches."""
+    amax pass runs first (its launch is in ``launches`` as ``"amax"`` when it does), and the
+    quantizing launches (``"forward"`` now, ``"backward"`` on first use), so a steady-state call
+    allocates its output and relaunches."""
 
     __slots__ = ("layout", "tiling", "empty", "bits", "as_int16", "inline_iterations",
-                 "amax_rows", "n_partials", "amax_launcher", "forward_launcher",
-                 "backward_launcher")
+                 "amax_rows", "n_partials", "launches")
 
     def __init__(self, plan: Plan, x: torch.Tensor, tile: int) -> None:
         layout = self.layout = plan.layout
         self.bits = _BITS[x.dtype]
         self.as_int16 = x.dtype == torch.bfloat16  # the kernel widens bfloat16 bits itself
-        self.amax_launcher, self.amax_rows, self.n_partials = None, 1, 1
-        self.forward_launcher = self.backward_launcher = self.tiling = None
+        self.amax_rows, self.n_partials, self.tiling, self.launches = 1, 1, None, {}
         self.inline_iterations = 0
         self.empty = layout.rows * layout.cols == 0
         if self.empty:  # nothing to launch (and no tiling: a unit of 0 columns)
@@ -140,20 +139,21 @@ class Passes:
         self.inline_iterations = inline_amax_iterations(layout, self.tiling)
         if layout.scale_rule == ScaleRule.NVFP4 and not layout.tensor_amax_given and \
                 not self.inline_iterations:
-            self.n_partials, self.amax_launcher = _amax_launcher(
+            self.n_partials, self.launches["amax"] = _amax_launcher(
                 x, 1, layout.rows * layout.cols, tile, TENSOR_PARTIALS)
         elif layout.amax_from == AmaxFrom.ROW_PARTIALS:
             self.amax_rows = layout.rows
-            self.n_partials, self.amax_launcher = _amax_launcher(
+            self.n_partials, self.launches["amax"] = _amax_launcher(
                 x, layout.rows, layout.cols, tile, MAX_PARTIALS)
-        self.forward_launcher = self._quantize_launcher(x, backward=False)
+        self.launches["forward"] = self._quantize_launcher(x, backward=False)
 
     def first_pass(self, plan: Plan, x: torch.Tensor) -> torch.Tensor | None:
         """The amax partials (or the given tensor amax) the quantizing pass reads, or None."""
-        if self.amax_launcher is not None:
+        amax = self.launches.get("amax")
+        if amax is not None:
             partials = torch.empty((self.amax_rows, self.n_partials), dtype=torch.float32,
                                    device=x.device)
-            self.amax_launcher(x.view(torch.int16) if self.as_int16 else x, partials)
+            amax(x.view(torch.int16) if self.as_int16 else x, partials)
             return partials
         return plan.tensor_amax
 
@@ -165,14 +165,13 @@ class Passes:
         if self.empty:
             return out
         if grad is None:
-            launcher, third = self.forward_launcher, x
+            launch, third = self.launches["forward"], x
         else:
-            launcher = self.backward_launcher
-            if launcher is None:
-                launcher = self.backward_launcher = self._quantize_launcher(x, backward=True)
+            launch = self.launches.get("backward") or self.launches.setdefault(
+                "backward", self._quantize_launcher(x, backward=True))
             third = grad.view(self.bits)
         scale = plan.scale
-        launcher(x.view(torch.int16) if self.as_int16 else x,
+        launch(x.view(torch.int16) if self.as_int16 else x,
                  out.view(torch.int16) if self.as_int16 else out, third,
                  x if scale is None else scale, x if partials is None else partials)
         return out
