@@ -755,7 +755,8 @@ def status() -> list[str]:
         ["Finalized layers", "packed weights, portable forward, export",
          f"graph {_x_span(fin, 2)} the dequantized bf16 self (target 1.02x)",
          f"[finalized](docs/finalized_models.md), [numbers]({perf}#finalized-layers)"],
-        ["Conformance", "21 in-tree implementations with green CUDA records (H100, H200), verified in CI",
+        ["Conformance",
+         "21 in-tree implementations with green CUDA records (H100, H200), verified in CI",
          "bit for bit where the format allows, bounded error elsewhere",
          "[conformance](docs/conformance.md)"],
     ]
