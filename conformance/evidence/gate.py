@@ -23,7 +23,7 @@ from conformance.catalogue import CATALOGUE
 from conformance.evidence import provenance, records, stack
 from conformance.evidence.records import RECORD_PROFILE
 
-# `in_tree_targets` too: the gate's callers ask it for the targets it judges
+# `in_tree_targets` too, for callers of the old `conformance.gate` (docs/migration.md)
 from conformance.evidence.scan import Target, in_tree_targets, register_calls  # noqa: F401
 from libreyolo.kernels.capabilities import GPU_MODES
 

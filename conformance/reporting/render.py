@@ -36,14 +36,14 @@ def records_table() -> str:
     awaits one (docs/conformance.md carries this table; a test keeps it current). Rows go in
     the slots' declared order, then by name: registration order depends on what the process
     imported first, and a committed table must not."""
-    from conformance.evidence import gate, records
+    from conformance.evidence import records, scan
     from libreyolo.kernels import slot_names
 
     rows = ["| slot | impl | cells | passed per mode (cuda / cuda-graph) | worst | sources "
             "| commit | GPU | torch / triton | written |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     order = {slot: i for i, slot in enumerate(slot_names())}
-    for target in sorted(gate.in_tree_targets(), key=lambda t: (order[t.slot], t.impl)):
+    for target in sorted(scan.in_tree_targets(), key=lambda t: (order[t.slot], t.impl)):
         record = records.load(target.slot, target.impl)
         if record is None:
             rows.append(f"| `{target.slot}` | {target.impl} | **awaiting a record** "

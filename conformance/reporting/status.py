@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from conformance.evidence import gate, records
+from conformance.evidence import gate, records, scan
 from libreyolo.kernels import cli
 from libreyolo.kernels.providers import IN_TREE
 from libreyolo.kernels.registry import Implementation, awaiting_record
@@ -28,7 +28,7 @@ def record_states() -> Callable[[Implementation], str | None]:
         record = records.load(impl.op, impl.name) if impl.origin == IN_TREE else None
         if record is None:
             return "none"
-        target = gate.Target(impl.op, impl.name, impl.sources, impl.capabilities)
+        target = scan.Target(impl.op, impl.name, impl.sources, impl.capabilities)
         current = gate.current_digest(target)
         if record.get("source_digest") != current["digest"]:
             return "stale"

@@ -21,10 +21,10 @@ def test_record_state_is_stale_when_the_sources_changed(tmp_path):
 def test_record_state_of_todays_sources_is_the_gates_verdict(monkeypatch, problem, state):
     """A record whose digest is today's sources' is green exactly when the gate accepts it (the
     report once compared the digest with the whole provenance and called every record stale)."""
-    from conformance.evidence import gate, records
+    from conformance.evidence import gate, records, scan
 
     impl = Implementation("fake_quant_fp8", "triton", print, origin="in-tree")
-    today = gate.current_digest(gate.Target(impl.op, impl.name, impl.sources, None))["digest"]
+    today = gate.current_digest(scan.Target(impl.op, impl.name, impl.sources, None))["digest"]
     monkeypatch.setattr(records, "load", lambda op, name: {"source_digest": today})
     monkeypatch.setattr(gate, "record_problem", lambda target, record, current: problem)
     assert status.record_states()(impl) == state
