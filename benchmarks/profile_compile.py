@@ -10,12 +10,19 @@ Usage: ``python benchmarks/profile_compile.py OUT.txt``
   each kernel's name, count and total CUDA time, so a copy that compile added shows by name;
 - the FP8 MLP's host side, eager and compiled (cProfile of ``MLP_CALLS`` calls): the compiled
   MLP ran the eager kernels (325 µs of GPU time a call) yet took 485 µs a call in queued
-  windows against eager's 394, so its host time per call is the suspect.
+  windows against eager's 394, so its host time per call is the suspect;
+- the registry's selection by stage, eager and compiled (``selection_stages``, wall clock, no
+  profiler): on an H100 the selection alone took 26-36 µs a call eager and 52-58 µs inside the
+  compiled operator, with the dispatch state, ATen calls, the launch path, Python itself, the GC
+  and Dynamo's frame hook ruled out (``benchmarks/NOTES.md``); this says which stage grows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -27,6 +34,9 @@ from libreyolo.kernels import ops  # noqa: E402
 
 CALLS = 2000
 MLP_CALLS = 200
+STAGE_CALLS = 500
+#: The stages of ``registry.selected`` timed by ``selection_stages``, in the order they run.
+STAGES = ("selected", "eligible", "decline", "accepts", "fn", "fits")
 
 
 def host_profile(fn, x, calls: int = CALLS) -> str:
@@ -34,6 +44,61 @@ def host_profile(fn, x, calls: int = CALLS) -> str:
         fn(x)
     torch.cuda.synchronize()
     return profile_table(lambda: fn(x), calls, sort="cumulative", rows=30)
+
+
+def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, float]:
+    """µs a call of ``fn(x)`` spent in each stage of the registry's selection of slot ``op``
+    (``STAGES``: the whole ``selected``, then ``_eligible``, the declared capabilities' decline,
+    the implementations' ``accepts`` and run, the output judge) and in the whole call ("call"),
+    by wall clock around each stage; the wrappers cost eager and compiled calls alike."""
+    from libreyolo.kernels import capabilities, registry
+
+    spent: dict[str, float] = defaultdict(float)
+
+    def timed(stage, f):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[stage] += time.perf_counter() - start
+        return wrapper
+
+    wrapped: dict[int, registry.Implementation] = {}
+
+    def with_timed_stages(impl):
+        if id(impl) not in wrapped:
+            wrapped[id(impl)] = dataclasses.replace(
+                impl, fn=timed("fn", impl.fn),
+                accepts=impl.accepts and timed("accepts", impl.accepts))
+        return wrapped[id(impl)]
+
+    eligible, declared = registry._eligible, registry._DECLARED[op]
+    patches = [(registry, "selected", timed("selected", registry.selected)),
+               (registry, "_eligible", timed("eligible", lambda name: tuple(
+                   with_timed_stages(i) for i in eligible(name)))),
+               (capabilities.Capabilities, "decline",
+                timed("decline", capabilities.Capabilities.decline))]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    registry._DECLARED[op] = (*declared[:3], timed("fits", declared[3]), *declared[4:])
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        for _ in range(20):
+            fn(x)
+        sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+        sync()
+        spent.clear()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(x)
+        spent["call"] = time.perf_counter() - start
+        sync()
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        registry._DECLARED[op] = declared
+    return {stage: spent[stage] / calls * 1e6 for stage in ("call", *STAGES)}
 
 
 def kernel_table(model, x) -> str:
@@ -57,6 +122,15 @@ def main(out: str) -> None:
         for name, fn in (("eager", lambda t: ops.fake_quant_fp8(t)), ("compiled", compiled)):
             parts.append(f"## host: ops.fake_quant_fp8 {name}, {CALLS} calls\n"
                          f"{host_profile(fn, x)}")
+        small = torch.randn(1024, 1024, device="cuda").to(torch.bfloat16)  # host-bound
+        rows = ["| call | " + " | ".join(("call", *STAGES)) + " |",
+                "|---|" + "---|" * (len(STAGES) + 1)]
+        for name, fn in (("eager", lambda t: ops.fake_quant_fp8(t)), ("compiled", compiled)):
+            stages = selection_stages(fn, small, "fake_quant_fp8")
+            rows.append(f"| {name} | " + " | ".join(f"{stages[s]:.1f}" for s in
+                                                     ("call", *STAGES)) + " |")
+        parts.append(f"## the selection by stage, ops.fake_quant_fp8 1024x1024 bf16, µs a call "
+                     f"over {STAGE_CALLS} calls\n" + "\n".join(rows))
         from libreyolo.nn.finalized import FinalizedLinear, FinalizedMLP
 
         torch.manual_seed(0)

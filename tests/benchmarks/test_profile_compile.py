@@ -1,0 +1,28 @@
+"""``profile_compile.selection_stages`` times the registry's selection by stage and leaves the
+registry as it found it (on CPU: the reference answers, so its run is the time spent)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import profile_compile  # noqa: E402
+
+from libreyolo.kernels import capabilities, ops, registry  # noqa: E402
+
+
+def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():
+    before = (registry.selected, registry._eligible, capabilities.Capabilities.decline,
+              registry._DECLARED["fake_quant_fp8"])
+    stages = profile_compile.selection_stages(lambda t: ops.fake_quant_fp8(t), torch.randn(8, 8),
+                                              "fake_quant_fp8", calls=50)
+    assert set(stages) == {"call", *profile_compile.STAGES}
+    assert stages["fn"] > 0 and stages["eligible"] > 0  # the reference ran, through _eligible
+    assert stages["accepts"] == 0 and stages["fits"] == 0  # a reference has neither
+    assert stages["call"] >= stages["selected"] >= stages["fn"]
+    assert (registry.selected, registry._eligible, capabilities.Capabilities.decline,
+            registry._DECLARED["fake_quant_fp8"]) == before
