@@ -281,7 +281,9 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             ${COMPILE_ARGS:-} ;;
     profile-compile)
         # where a compiled call's time goes: host (cProfile) and kernels (torch.profiler)
-        run profile-compile 180 python3 benchmarks/profile_compile.py "$LOGS/profile_compile.txt" ;;
+        # PROFILE_ARGS: e.g. "--any-device" (the FP8 policy engages on a GPU it does not list)
+        run profile-compile 240 python3 benchmarks/profile_compile.py "$LOGS/profile_compile.txt" \
+            ${PROFILE_ARGS:-} ;;
     controls-gpu)
         # every negative control judged on CUDA by the check it names, and the bounded controls'
         # error over bound per case (benchmarks/control_margins.py)

@@ -1,6 +1,6 @@
 """Where a compiled slot call's time goes, on a CUDA GPU: the host side and the kernels.
 
-Usage: ``python benchmarks/profile_compile.py OUT.txt``
+Usage: ``python benchmarks/profile_compile.py OUT.txt [--any-device]``
 
 ``bench_compile.py`` measures compiled calls slower than eager (a fake-quant call's host time
 ~4x eager's, the FP8 ViT-L MLP compiled slower than eager); this says why, for the next change:
@@ -14,7 +14,15 @@ Usage: ``python benchmarks/profile_compile.py OUT.txt``
 - the registry's selection by stage, eager and compiled (``selection_stages``, wall clock, no
   profiler): on an H100 the selection alone took 26-36 µs a call eager and 52-58 µs inside the
   compiled operator, with the dispatch state, ATen calls, the launch path, Python itself, the GC
-  and Dynamo's frame hook ruled out (``benchmarks/NOTES.md``); this says which stage grows.
+  and Dynamo's frame hook ruled out (``benchmarks/NOTES.md``); this says which stage grows,
+  and how many distinct input objects the selection saw (a memo keyed by the input's identity
+  misses on every call if the compiled operator hands the kernel a new tensor object each time);
+- the FP8 MLP eager and compiled in queued windows (µs a call and host µs a call, as
+  ``bench_compile.py`` times them) and whether a steady-state call synchronizes the host: a
+  compiled call whose window time is its host time plus its GPU time waits on the device.
+``--any-device``: the FP8 policy engages on any CUDA device (it lists the devices it was measured
+on, ``fp8_policy.toml``), to probe the fused path's mechanics on another GPU; such a run's MLP
+rows say nothing of whether FP8 is faster there.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
     from libreyolo.kernels import capabilities, registry
 
     spent: dict[str, float] = defaultdict(float)
+    inputs: dict[int, object] = {}  # kept alive, so no id is reused
 
     def timed(stage, f):
         def wrapper(*args, **kwargs):
@@ -74,7 +83,13 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
         return wrapped[id(impl)]
 
     eligible, declared = registry._eligible, registry._DECLARED[op]
-    patches = [(registry, "selected", timed("selected", registry.selected)),
+    selected = registry.selected
+
+    def selecting(op_, args, kwargs):
+        inputs.setdefault(id(args[0]), args[0])
+        return selected(op_, args, kwargs)
+
+    patches = [(registry, "selected", timed("selected", selecting)),
                (registry, "_eligible", timed("eligible", lambda name: tuple(
                    with_timed_stages(i) for i in eligible(name)))),
                (capabilities.Capabilities, "decline",
@@ -89,6 +104,7 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
         sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
         sync()
         spent.clear()
+        inputs.clear()
         start = time.perf_counter()
         for _ in range(calls):
             fn(x)
@@ -98,7 +114,8 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
         for owner, name, value in saved:
             setattr(owner, name, value)
         registry._DECLARED[op] = declared
-    return {stage: spent[stage] / calls * 1e6 for stage in ("call", *STAGES)}
+    times = {stage: spent[stage] / calls * 1e6 for stage in ("call", *STAGES)}
+    return {**times, "inputs": len(inputs)}
 
 
 def kernel_table(model, x) -> str:
@@ -114,8 +131,27 @@ def kernel_table(model, x) -> str:
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=20)
 
 
-def main(out: str) -> None:
+def synchronizes(fn, x) -> str:
+    """Whether a steady-state call of ``fn(x)`` synchronizes the host with the device."""
+    fn(x)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn(x)
+    except RuntimeError as exc:
+        return f"yes ({str(exc).splitlines()[0][:120]})"
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return "no"
+
+
+def main(out: str, any_device: bool = False) -> None:
     parts = []
+    if any_device:
+        from libreyolo.kernels.quant.execute import fp8_linear
+
+        fp8_linear._measured_device = lambda index: True
+        parts.append(f"## --any-device: the FP8 policy engages on {torch.cuda.get_device_name()}")
     x = torch.randn(16384, 1024, device="cuda").to(torch.bfloat16)
     with torch.no_grad():
         compiled = torch.compile(lambda t: ops.fake_quant_fp8(t))
@@ -123,12 +159,13 @@ def main(out: str) -> None:
             parts.append(f"## host: ops.fake_quant_fp8 {name}, {CALLS} calls\n"
                          f"{host_profile(fn, x)}")
         small = torch.randn(1024, 1024, device="cuda").to(torch.bfloat16)  # host-bound
-        rows = ["| call | " + " | ".join(("call", *STAGES)) + " |",
-                "|---|" + "---|" * (len(STAGES) + 1)]
+        rows = ["| call | " + " | ".join(("call", *STAGES, "inputs")) + " |",
+                "|---|" + "---|" * (len(STAGES) + 2)]
         for name, fn in (("eager", lambda t: ops.fake_quant_fp8(t)), ("compiled", compiled)):
             stages = selection_stages(fn, small, "fake_quant_fp8")
             rows.append(f"| {name} | " + " | ".join(f"{stages[s]:.1f}" for s in
-                                                     ("call", *STAGES)) + " |")
+                                                     ("call", *STAGES)) +
+                        f" | {stages['inputs']} |")
         parts.append(f"## the selection by stage, ops.fake_quant_fp8 1024x1024 bf16, µs a call "
                      f"over {STAGE_CALLS} calls\n" + "\n".join(rows))
         from libreyolo.nn.finalized import FinalizedLinear, FinalizedMLP
@@ -143,14 +180,26 @@ def main(out: str) -> None:
         parts.append(f"## the FP8 MLP's path: policy engages "
                      f"{fp8_linear._policy_engages(x, layers[0][0], layers[1][0])}, folded path "
                      f"{'declined' if fp8_linear.fused_fp8_mlp(x, *layers) is None else 'runs'}")
-        for name, model in (("eager", mlp), ("compiled", torch.compile(mlp))):
+        from benchmarks.bench_ms_deform_attn import interleaved_eager
+
+        models = {"eager": mlp, "compiled": torch.compile(mlp)}
+        for name, model in models.items():
             parts.append(f"## kernels: FP8 FinalizedMLP {name}, 10 calls\n{kernel_table(model, x)}")
             parts.append(f"## host: FP8 FinalizedMLP {name}, {MLP_CALLS} calls\n"
                          f"{host_profile(model, x, MLP_CALLS)}")
+        windows = interleaved_eager({k: (lambda m=m: m(x)) for k, m in models.items()}, 20)
+        lines = ["| FP8 MLP | µs a call (windows) | host µs a call | synchronizes |",
+                 "|---|---|---|---|"]
+        for name, model in models.items():
+            med = {k: sorted(v)[len(v) // 2] for k, v in windows[name].items()}
+            lines.append(f"| {name} | {med['eager_us']:.1f} | {med['host_us']:.1f} | "
+                         f"{synchronizes(model, x)} |")
+        parts.append("## the FP8 MLP in queued windows (20 rounds of 20 calls)\n" +
+                     "\n".join(lines))
     text = "\n\n".join(parts)
     Path(out).write_text(text)
     print(text)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], any_device="--any-device" in sys.argv[2:])
