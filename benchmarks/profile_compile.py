@@ -95,7 +95,7 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
                (capabilities.Capabilities, "decline",
                 timed("decline", capabilities.Capabilities.decline))]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
-    registry._DECLARED[op] = (*declared[:3], timed("fits", declared[3]), *declared[4:])
+    registry._DECLARED[op] = (*declared[:4], timed("fits", declared[4]), *declared[5:])
     try:
         for owner, name, value in patches:
             setattr(owner, name, value)
@@ -151,6 +151,7 @@ def main(out: str, any_device: bool = False) -> None:
         from libreyolo.kernels.quant.execute import fp8_linear
 
         fp8_linear._measured_device = lambda index: True
+        fp8_linear.reload_policy()
         parts.append(f"## --any-device: the FP8 policy engages on {torch.cuda.get_device_name()}")
     x = torch.randn(16384, 1024, device="cuda").to(torch.bfloat16)
     with torch.no_grad():

@@ -15,6 +15,7 @@ what differs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -53,6 +54,14 @@ Fits = Callable[[tuple, dict, object], bool]
 Tensor = torch.Tensor
 
 
+def _position(fetch: Fetch, name: str) -> int:
+    """Where a call the signature took holds argument ``name`` when it has more positional
+    arguments than this: its position if it is required, else past any call (``fits`` then
+    fetches it), so the fast check tests one length."""
+    i = fetch.required(name)
+    return sys.maxsize if i is None else i
+
+
 class Rule:
     """What a slot returns: ``rule(bound)`` gives its ``Output`` (or a tuple of them);
     ``rule.compile(fetch)`` gives the fast check (module docstring)."""
@@ -81,15 +90,15 @@ class like(Rule):  # noqa: N801 - reads as the declaration it is: outputs.like("
         return Output(tuple(t.shape), self.dtype or t.dtype, t.device)
 
     def compile(self, fetch: Fetch) -> Fits:
-        get, dtype, i = fetch(self.name), self.dtype, fetch.required(self.name)
+        get, dtype, i = fetch(self.name), self.dtype, _position(fetch, self.name)
         if dtype is None:
             def fits(args, kwargs, result):
-                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
+                t = args[i] if len(args) > i else get(args, kwargs)
                 return isinstance(result, Tensor) and result.dtype is t.dtype and \
                     result.device == t.device and result.shape == t.shape
         else:
             def fits(args, kwargs, result):
-                t = args[i] if i is not None and len(args) > i else get(args, kwargs)
+                t = args[i] if len(args) > i else get(args, kwargs)
                 return isinstance(result, Tensor) and result.dtype is dtype and \
                     result.device == t.device and result.shape == t.shape
         return fits
@@ -131,12 +140,12 @@ class _Codes(Rule):
                 Output((*x.shape[:-1], 1), torch.float32, x.device))
 
     def compile(self, fetch: Fetch) -> Fits:
-        x_of, e4m3, f32, i = fetch("x"), torch.float8_e4m3fn, torch.float32, fetch.required("x")
+        x_of, e4m3, f32, i = fetch("x"), torch.float8_e4m3fn, torch.float32, _position(fetch, "x")
 
         def fits(args, kwargs, result):
             if type(result) is not tuple or len(result) != 2:
                 return False
-            x = args[i] if i is not None and len(args) > i else x_of(args, kwargs)
+            x = args[i] if len(args) > i else x_of(args, kwargs)
             codes, scales = result
             shape, device = x.shape, x.device
             return isinstance(codes, Tensor) and isinstance(scales, Tensor) and \

@@ -597,12 +597,15 @@ def _judge(op: str, args: tuple, kwargs: dict) -> None:
         validator(*args, **kwargs)
 
 
-#: Per slot, for ``dispatch``: the check of a call against its signature, the fast check of a
-#: result against its declared output, the slot, and whether it has a reference.
-#: A call of positional arguments only, between these two counts, needs no check (the common
-#: call costs a length and two comparisons here, not a function call).
-_DECLARED = {slot.name: (slot.binder.n_required, len(slot.binder.positional), slot.binder.check,
-                         slot.fits, slot, slot.reference is not None) for slot in SLOTS}
+#: Per slot, for ``dispatch``: the counts of positional arguments a call may give, the keywords
+#: it may still give after each count, the check of a call against its signature, the fast check
+#: of a result against its declared output, the slot, and whether it has a reference. A call
+#: between the two counts whose keywords the signature still has needs no check: the common call
+#: costs a length, two comparisons and a set comparison here, not a function call (what
+#: ``Binder.check`` tests first).
+_DECLARED = {slot.name: (slot.binder.n_required, len(slot.binder.positional),
+                         slot.binder.keywords_after, slot.binder.check, slot.fits, slot,
+                         slot.reference is not None) for slot in SLOTS}
 
 
 def _output_problem(slot, args: tuple, kwargs: dict, result: object) -> str | None:
@@ -655,9 +658,10 @@ def selected(op: str, args: tuple, kwargs: dict):
     """``dispatch`` without its capture check: the eager selection itself (what the slot's
     operator runs, so a kernel never re-enters the operator, even traced)."""
     eligible = _eligible(op)
-    fewest, most, check_call, fits, slot, has_reference = _DECLARED[op]
+    fewest, most, keywords_after, check_call, fits, slot, has_reference = _DECLARED[op]
     judging = JUDGE_OUTPUTS
-    if judging and (kwargs or not fewest <= len(args) <= most):
+    if judging and not (fewest <= len(args) <= most and (
+            not kwargs or kwargs.keys() <= keywords_after[len(args)])):
         check_call(args, kwargs)
     declined, suspects = [], []
     for impl in eligible:
