@@ -139,13 +139,14 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)
-        run bench-host 120 python3 benchmarks/bench_host.py "$OUT/bench_host.json" \
-            --profile "$LOGS/bench_host_profile.txt" ;;
+        # HOST_ARGS: more options for both bench-host stages (e.g. "--rounds 15")
+        run bench-host 180 python3 benchmarks/bench_host.py "$OUT/bench_host.json" \
+            --profile "$LOGS/bench_host_profile.txt" ${HOST_ARGS:-} ;;
     bench-host-old)
         # bench_host.py of an earlier commit, in the same call (a refactor's host time against
         # its base): OLD (default .old) holds that commit's tree (git archive COMMIT | tar -x)
-        run bench-host-old 120 env PYTHONPATH="$PWD/${OLD:-.old}" python3 \
-            "${OLD:-.old}/benchmarks/bench_host.py" "$OUT/bench_host_old.json" ;;
+        run bench-host-old 180 env PYTHONPATH="$PWD/${OLD:-.old}" python3 \
+            "${OLD:-.old}/benchmarks/bench_host.py" "$OUT/bench_host_old.json" ${HOST_ARGS:-} ;;
     bench-unpack)
         # awaiting their records, the unpack kernels run only when selected by name
         # UNPACK_ARGS: more options (e.g. "--sizes 4096x4096" for the host rows alone)

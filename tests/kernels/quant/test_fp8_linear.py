@@ -13,10 +13,10 @@ def policy_file(tmp_path, monkeypatch):
         path = tmp_path / "policy.toml"
         path.write_text(text)
         monkeypatch.setattr(module, "POLICY_FILE", path)
-        module.policy.cache_clear()
+        module.reload_policy()
 
     yield write
-    module.policy.cache_clear()
+    module.reload_policy()
 
 
 def test_cpu_activations_always_take_the_callers_path():
@@ -39,7 +39,7 @@ def test_an_empty_policy_never_engages(policy_file):
 
 
 def test_the_shipped_policy_has_well_formed_regions():
-    module.policy.cache_clear()
+    module.reload_policy()
     table = module.policy()
     assert isinstance(table["devices"], list)
     for region in table["region"]:
@@ -79,3 +79,20 @@ def test_an_inference_tensor_is_made_again_on_every_call():
     for _ in range(2):
         module._made_once(bias, torch.bfloat16, lambda t: made.append(t) or t.to(torch.bfloat16))
     assert len(made) == 2 and (id(bias), torch.bfloat16) not in module._kept
+
+
+def test_prologue_plans_of_one_description_share_one_place_for_their_launches():
+    from libreyolo.kernels.quant.execute.fp8_plan import (
+        plan_fp8_cast_dynamic,
+        plan_fp8_cast_static,
+    )
+
+    x = torch.randn(8, 32, dtype=torch.bfloat16)
+    first = plan_fp8_cast_dynamic(x)
+    assert plan_fp8_cast_dynamic(torch.randn(8, 32, dtype=torch.bfloat16)).launches \
+        is first.launches  # another tensor, described alike: the launches made for it
+    for other in (plan_fp8_cast_dynamic(torch.randn(32, 8, dtype=torch.bfloat16).t()),  # strides
+                  plan_fp8_cast_dynamic(torch.randn(16, 32, dtype=torch.bfloat16)),  # shape
+                  plan_fp8_cast_dynamic(x.half()),  # dtype
+                  plan_fp8_cast_static(x, torch.tensor(0.5))):  # a static scale
+        assert other.launches is not first.launches

@@ -10,7 +10,7 @@ import torch
 
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_kit import FloatKind, cdiv, next_power_of_2
-from libreyolo.kernels.triton_launch import launch
+from libreyolo.kernels.triton_launch import Launcher, launch
 
 from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
 from .fp8_plan import CastPlan, EpiloguePlan
@@ -89,19 +89,26 @@ def cast(plan: CastPlan, pad_to: int = 1, *, gelu: bool = False
     row_scale = (torch.empty if launched else torch.ones)(
         (rows, 1), dtype=torch.float32, device=x2d.device) if dynamic else None
     if launched:
-        block_r, block_c, num_warps = cast_blocks(padded, dynamic)
-        launch(
-            fp8_cast_kernel, (cdiv(rows, block_r), cdiv(padded, block_c)),
-            _loaded(x2d), row_scale if dynamic else plan.scale, codes,
-            row_scale if dynamic else codes, rows, cols, padded,
-            x2d.stride(0), x2d.stride(1), IN_KIND=int(plan.kind), DYNAMIC=dynamic,
-            BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu,
-            FMA_DIVISION=FMA_DIVISION and not interpreting(),
-            HARDWARE_E4M3=hardware_e4m3(x2d.device),
-            num_warps=num_warps,
-            enable_fp_fusion=False,
-        )
+        tensors = (_loaded(x2d), row_scale if dynamic else plan.scale, codes,
+                   row_scale if dynamic else codes)
+        # the plan's description fixes the sizes, strides, dtypes and device; the rest is here
+        options = (padded, gelu, FMA_DIVISION and not interpreting(), hardware_e4m3(x2d.device))
+        run = plan.launches.get(options) or plan.launches.setdefault(
+            options, _cast_launcher(tensors, rows, cols, x2d.stride(), dynamic, plan.kind,
+                                    *options))
+        run(*tensors)
     return codes.view(torch.float8_e4m3fn), row_scale
+
+
+def _cast_launcher(tensors, rows, cols, strides, dynamic, kind, padded, gelu, fma_division,
+                   hardware) -> Launcher:
+    block_r, block_c, num_warps = cast_blocks(padded, dynamic)
+    return Launcher(
+        fp8_cast_kernel, (cdiv(rows, block_r), cdiv(padded, block_c)),
+        *tensors, rows, cols, padded, *strides, IN_KIND=int(kind), DYNAMIC=dynamic,
+        BLOCK_R=block_r, BLOCK_C=block_c, GELU=gelu, FMA_DIVISION=fma_division,
+        HARDWARE_E4M3=hardware, num_warps=num_warps, enable_fp_fusion=False,
+    )
 
 
 def epilogue(plan: EpiloguePlan) -> torch.Tensor:

@@ -56,6 +56,12 @@ def policy() -> dict:
         return tomllib.load(file)
 
 
+def reload_policy() -> None:
+    """Read ``POLICY_FILE`` again on the next question, forgetting every answer kept from it."""
+    policy.cache_clear()
+    _engages_on.cache_clear()
+
+
 @functools.cache
 def _measured_device(index: int) -> bool:
     name = torch.cuda.get_device_name(index)
@@ -86,10 +92,11 @@ def _policy_engages(x, *weights) -> bool:
 
 
 @torch.compiler.assume_constant_result
+@functools.lru_cache(maxsize=256)
 def _engages_on(index: int, m: int, shapes: tuple) -> bool:
     """The policy's answer for a device and layers' shapes: a constant of a compiled graph
     (Dynamo calls it while tracing; it reads a file and the device's name, which it cannot
-    trace)."""
+    trace), and kept per answer, since a model asks it for the same few shapes on every call."""
     return _measured_device(index) and all(engages(m, *shape) for shape in shapes)
 
 
@@ -241,14 +248,16 @@ def _made_once(tensor: torch.Tensor, what, make):
     reads no device data. Inference tensors have no version
     counter, and what is made inside a CUDA graph capture is the graph's memory, so those are
     made on every call."""
-    if tensor.is_inference() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if tensor.is_inference():
         return make(tensor)
     key = (id(tensor), what)
     cached = _kept.get(key)
     stamp = (tensor._version, tensor.data_ptr())  # a ``.data =`` swap keeps the version
     if cached is not None and cached[0]() is tensor and cached[1] == stamp:
-        return cached[2]
+        return cached[2]  # made earlier: reading it is safe inside a capture too
     made = make(tensor)
+    if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
+        return made
     _kept[key] = (weakref.ref(tensor, lambda _, key=key: _kept.pop(key, None)), stamp, made)
     return made
 

@@ -11,10 +11,11 @@ the device and the mode are the declared capabilities' (``libreyolo.kernels.trit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from libreyolo.kernels.plan_cache import PlanCache, describe
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.triton_kit import FloatKind, interpreter_decline
 from libreyolo.quant import fp8_execute as ref
@@ -34,6 +35,10 @@ class CastPlan(Prepared):
     x2d: torch.Tensor
     scale: torch.Tensor | None
     shape: tuple[int, ...]
+    #: the launches made for calls described as this one (``fp8_launch.cast``), by name: shared
+    #: by every plan of the description (``_by_description``), so a steady-state call relaunches
+    #: the compiled kernel instead of binding its arguments again (``triton_launch.Launcher``)
+    launches: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def kind(self) -> FloatKind:
@@ -63,17 +68,33 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() != 2 else x
 
 
+#: Per description of a prologue's rows (static or dynamic, dtype, shape, strides, device): the
+#: ``launches`` its plans share. Bounded like every kept plan (``plan_cache``).
+_by_description = PlanCache(64)
+
+
+def _shared(x2d: torch.Tensor, dynamic: bool) -> dict:
+    key = (dynamic, describe(x2d))
+    kept = _by_description.get(key)
+    if kept is None:
+        kept = {}
+        _by_description.put(key, kept)
+    return kept
+
+
 def plan_fp8_cast_static(x, scale) -> CastPlan:
     v.check_float_tensor("x", x)
     v.check_min_rank("x", x, 1)
     v.check_scale("scale", scale, (), x.device)
-    return CastPlan(_rows(x), scale, tuple(x.shape))
+    x2d = _rows(x)
+    return CastPlan(x2d, scale, tuple(x.shape), _shared(x2d, False))
 
 
 def plan_fp8_cast_dynamic(x) -> CastPlan:
     v.check_float_tensor("x", x)
     v.check_min_rank("x", x, 1)
-    return CastPlan(_rows(x), None, tuple(x.shape))
+    x2d = _rows(x)
+    return CastPlan(x2d, None, tuple(x.shape), _shared(x2d, True))
 
 
 def plan_fp8_perchannel_epilogue(acc, row_scale, col_scale, bias=None, activation=None,
