@@ -96,3 +96,23 @@ def test_prologue_plans_of_one_description_share_one_place_for_their_launches():
                   plan_fp8_cast_dynamic(x.half()),  # dtype
                   plan_fp8_cast_static(x, torch.tensor(0.5))):  # a static scale
         assert other.launches is not first.launches
+
+
+def test_the_policys_answer_is_a_constant_of_a_compiled_graph(monkeypatch):
+    """Dynamo calls ``_engages_on`` while tracing instead of tracing it: the device's name (here
+    a file read standing in for it) is nothing a graph can hold, and a full graph must compile."""
+    from pathlib import Path
+
+    monkeypatch.setattr(module, "_measured_device",
+                        lambda index: "[[region]]" in Path(module.POLICY_FILE).read_text())
+    module.reload_policy()
+    shapes = ((4096, 1024),)
+
+    def engaged(x):
+        return x + int(module._engages_on(0, 16384, shapes))
+
+    try:
+        compiled = torch.compile(engaged, fullgraph=True, backend="eager")
+        assert torch.equal(compiled(torch.zeros(2)), engaged(torch.zeros(2)))
+    finally:
+        module.reload_policy()

@@ -59,7 +59,7 @@ def policy() -> dict:
 def reload_policy() -> None:
     """Read ``POLICY_FILE`` again on the next question, forgetting every answer kept from it."""
     policy.cache_clear()
-    _engages_on.cache_clear()
+    _answer.cache_clear()
 
 
 @functools.cache
@@ -92,11 +92,16 @@ def _policy_engages(x, *weights) -> bool:
 
 
 @torch.compiler.assume_constant_result
-@functools.lru_cache(maxsize=256)
 def _engages_on(index: int, m: int, shapes: tuple) -> bool:
     """The policy's answer for a device and layers' shapes: a constant of a compiled graph
     (Dynamo calls it while tracing; it reads a file and the device's name, which it cannot
-    trace), and kept per answer, since a model asks it for the same few shapes on every call."""
+    trace. Dynamo would trace into a cache's wrapper instead, so the cache is ``_answer``)."""
+    return _answer(index, m, shapes)
+
+
+@functools.lru_cache(maxsize=256)
+def _answer(index: int, m: int, shapes: tuple) -> bool:
+    """``_engages_on``'s answer, kept: a model asks it for the same few shapes on every call."""
     return _measured_device(index) and all(engages(m, *shape) for shape in shapes)
 
 
