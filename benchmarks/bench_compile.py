@@ -277,6 +277,16 @@ def _torchao_model(fc1, fc2):
     return model
 
 
+def engage_fp8_policy_anywhere() -> None:
+    """``--any-device``: the FP8 policy takes this GPU as one it was measured on
+    (``fp8_policy.toml`` lists its devices), so the fused path's mechanics can be probed on
+    another GPU; a benchmark's switch, never the library's."""
+    from libreyolo.kernels.quant.execute import fp8_linear
+
+    fp8_linear._measured_device = lambda index: True
+    fp8_linear.reload_policy()
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -290,10 +300,7 @@ def main(argv=None) -> None:
                              "there, not whether FP8 is faster there)")
     args = parser.parse_args(argv)
     if args.any_device:
-        from libreyolo.kernels.quant.execute import fp8_linear
-
-        fp8_linear._measured_device = lambda index: True
-        fp8_linear.reload_policy()
+        engage_fp8_policy_anywhere()
     gen = torch.Generator().manual_seed(0)
     rows = []
     msda = MSDA_ROWS[:3] if args.quick else MSDA_ROWS

@@ -28,6 +28,7 @@ rows say nothing of whether FP8 is faster there.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -148,10 +149,9 @@ def synchronizes(fn, x) -> str:
 def main(out: str, any_device: bool = False) -> None:
     parts = []
     if any_device:
-        from libreyolo.kernels.quant.execute import fp8_linear
+        from benchmarks.bench_compile import engage_fp8_policy_anywhere
 
-        fp8_linear._measured_device = lambda index: True
-        fp8_linear.reload_policy()
+        engage_fp8_policy_anywhere()
         parts.append(f"## --any-device: the FP8 policy engages on {torch.cuda.get_device_name()}")
     x = torch.randn(16384, 1024, device="cuda").to(torch.bfloat16)
     with torch.no_grad():
@@ -192,7 +192,7 @@ def main(out: str, any_device: bool = False) -> None:
         lines = ["| FP8 MLP | µs a call (windows) | host µs a call | synchronizes |",
                  "|---|---|---|---|"]
         for name, model in models.items():
-            med = {k: sorted(v)[len(v) // 2] for k, v in windows[name].items()}
+            med = {k: statistics.median(v) for k, v in windows[name].items()}
             lines.append(f"| {name} | {med['eager_us']:.1f} | {med['host_us']:.1f} | "
                          f"{synchronizes(model, x)} |")
         parts.append("## the FP8 MLP in queued windows (20 rounds of 20 calls)\n" +
