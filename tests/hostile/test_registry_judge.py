@@ -83,6 +83,32 @@ def test_a_valid_call_through_ops_disables_nothing(slot):
     assert registry.failures() == {}
 
 
+@pytest.mark.parametrize("slot", [s.name for s in SLOTS])
+def test_the_fast_check_reads_the_arguments_however_a_call_spells_them(slot):
+    """Positional, every argument by name, defaults given or left out: the fast check takes the
+    declared output and refuses one of another shape, read from wherever the call put them."""
+    inputs = valid(slot, "cpu")
+    declared = get_slot(slot)
+    portable = declared.load_portable()
+    calls = [(inputs.args, inputs.kwargs)]
+    for name in {"dtype", "out_dtype"} & set(declared.signature.parameters):
+        for dtype in (torch.float16, torch.bfloat16):  # a dtype besides the default
+            if dtype is not declared.signature.parameters[name].default:
+                bound = declared.bind(inputs.args, inputs.kwargs)
+                calls.append(declared.split({**bound, name: dtype}))
+    for i, call in enumerate(calls):
+        try:
+            out = portable(*call[0], **call[1])
+        except (TypeError, ValueError):  # another dtype the other arguments do not allow
+            assert i > 0, "the catalogue's valid call"
+            continue
+        wrong = (out[0].unsqueeze(0), *out[1:]) if type(out) is tuple else out.unsqueeze(0)
+        bound = declared.bind(*call)
+        for args, kwargs in (call, ((), bound), declared.split(bound)):
+            assert declared.fits(args, kwargs, out), (args, kwargs)
+            assert not declared.fits(args, kwargs, wrong), (args, kwargs)
+
+
 def _with_ref_input():
     return torch.randn(4, 6), torch.full((4,), 0.05)
 
