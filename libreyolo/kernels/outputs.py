@@ -15,7 +15,6 @@ what differs.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -47,19 +46,15 @@ class Output(NamedTuple):
 #: ``fetch(name)``: a function of a call's ``(args, kwargs)`` giving argument ``name`` (its
 #: default when the call leaves it out), made by the slot from its signature (``slots.Binder``);
 #: ``fetch.required(name)``: the position of a parameter without a default (a call the signature
-#: takes holds it there when it has that many positional arguments), else None.
+#: takes holds it there when it has that many positional arguments), else None;
+#: ``fetch.place(name)``: ``(position, default)``, what ``fetch(name)`` reads, for a fast check
+#: that reads ``args[position] if len(args) > position else kwargs.get(name, default)`` inline
+#: (a function call per argument was most of an unpack slot's check).
 Fetch = Callable[[str], Callable[[tuple, dict], object]]
 Fits = Callable[[tuple, dict, object], bool]
 
 Tensor = torch.Tensor
 
-
-def _position(fetch: Fetch, name: str) -> int:
-    """Where a call the signature took holds argument ``name`` when it has more positional
-    arguments than this: its position if it is required, else past any call (``fits`` then
-    fetches it), so the fast check tests one length."""
-    i = fetch.required(name)
-    return sys.maxsize if i is None else i
 
 
 class Rule:
@@ -90,15 +85,16 @@ class like(Rule):  # noqa: N801 - reads as the declaration it is: outputs.like("
         return Output(tuple(t.shape), self.dtype or t.dtype, t.device)
 
     def compile(self, fetch: Fetch) -> Fits:
-        get, dtype, i = fetch(self.name), self.dtype, _position(fetch, self.name)
+        name, dtype = self.name, self.dtype
+        i, default = fetch.place(name)
         if dtype is None:
             def fits(args, kwargs, result):
-                t = args[i] if len(args) > i else get(args, kwargs)
+                t = args[i] if len(args) > i else kwargs.get(name, default)
                 return isinstance(result, Tensor) and result.dtype is t.dtype and \
                     result.device == t.device and result.shape == t.shape
         else:
             def fits(args, kwargs, result):
-                t = args[i] if len(args) > i else get(args, kwargs)
+                t = args[i] if len(args) > i else kwargs.get(name, default)
                 return isinstance(result, Tensor) and result.dtype is dtype and \
                     result.device == t.device and result.shape == t.shape
         return fits
@@ -118,14 +114,21 @@ class unpacked(Rule):  # noqa: N801
         return Output((codes.shape[0], int(cols)), args["dtype"], codes.device)
 
     def compile(self, fetch: Fetch) -> Fits:
-        codes_of, dtype_of = fetch("codes"), fetch("dtype")
-        cols_of = fetch(self.in_features) if self.in_features else None
+        (c, codes_default), (d, dtype_default) = fetch.place("codes"), fetch.place("dtype")
+        features = self.in_features
+        f, features_default = fetch.place(features) if features else (None, None)
 
         def fits(args, kwargs, result):
-            codes = codes_of(args, kwargs)
-            cols = codes.shape[1] if cols_of is None else cols_of(args, kwargs)
-            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
-                result.device == codes.device and result.shape == (codes.shape[0], cols)
+            n = len(args)
+            codes = args[c] if n > c else kwargs.get("codes", codes_default)
+            shape = codes.shape
+            if f is None:
+                cols = shape[1]
+            else:
+                cols = args[f] if n > f else kwargs.get(features, features_default)
+            dtype = args[d] if n > d else kwargs.get("dtype", dtype_default)
+            return isinstance(result, Tensor) and result.dtype is dtype and \
+                result.device == codes.device and result.shape == (shape[0], cols)
         return fits
 
 
@@ -140,12 +143,13 @@ class _Codes(Rule):
                 Output((*x.shape[:-1], 1), torch.float32, x.device))
 
     def compile(self, fetch: Fetch) -> Fits:
-        x_of, e4m3, f32, i = fetch("x"), torch.float8_e4m3fn, torch.float32, _position(fetch, "x")
+        e4m3, f32 = torch.float8_e4m3fn, torch.float32
+        i, default = fetch.place("x")
 
         def fits(args, kwargs, result):
             if type(result) is not tuple or len(result) != 2:
                 return False
-            x = args[i] if len(args) > i else x_of(args, kwargs)
+            x = args[i] if len(args) > i else kwargs.get("x", default)
             codes, scales = result
             shape, device = x.shape, x.device
             return isinstance(codes, Tensor) and isinstance(scales, Tensor) and \
@@ -168,11 +172,13 @@ class _Epilogue(Rule):
         return Output(tuple(acc.shape), args["out_dtype"], acc.device)
 
     def compile(self, fetch: Fetch) -> Fits:
-        acc_of, dtype_of = fetch("acc"), fetch("out_dtype")
+        (a, acc_default), (d, dtype_default) = fetch.place("acc"), fetch.place("out_dtype")
 
         def fits(args, kwargs, result):
-            acc = acc_of(args, kwargs)
-            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
+            n = len(args)
+            acc = args[a] if n > a else kwargs.get("acc", acc_default)
+            dtype = args[d] if n > d else kwargs.get("out_dtype", dtype_default)
+            return isinstance(result, Tensor) and result.dtype is dtype and \
                 result.device == acc.device and result.shape == acc.shape
         return fits
 
@@ -190,13 +196,16 @@ class _Gemm(Rule):
         return Output((a.shape[0], b.shape[0]), args["out_dtype"], a.device)
 
     def compile(self, fetch: Fetch) -> Fits:
-        a_of, b_of, dtype_of = fetch("a"), fetch("b"), fetch("out_dtype")
+        (i, a_default), (j, b_default) = fetch.place("a"), fetch.place("b")
+        d, dtype_default = fetch.place("out_dtype")
 
         def fits(args, kwargs, result):
-            a = a_of(args, kwargs)
-            return isinstance(result, Tensor) and result.dtype is dtype_of(args, kwargs) and \
-                result.device == a.device and \
-                result.shape == (a.shape[0], b_of(args, kwargs).shape[0])
+            n = len(args)
+            a = args[i] if n > i else kwargs.get("a", a_default)
+            b = args[j] if n > j else kwargs.get("b", b_default)
+            dtype = args[d] if n > d else kwargs.get("out_dtype", dtype_default)
+            return isinstance(result, Tensor) and result.dtype is dtype and \
+                result.device == a.device and result.shape == (a.shape[0], b.shape[0])
         return fits
 
 

@@ -40,7 +40,10 @@ def describe(arg: object) -> tuple:
 
 class PlanCache:
     """A bounded map from descriptions to plans (past ``limit`` entries it starts over: the
-    distinct shapes of the models in use are far fewer)."""
+    distinct shapes of the models in use are far fewer). A plan that watches tensors is kept
+    per description *and* watched tensors: the layers of a model share descriptions but each
+    has its own calibrated scale, and one entry per description made them evict each other on
+    every call (a QAT decoder's 55 ``fake_quant_int8_affine`` calls a step all re-planned)."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -51,7 +54,7 @@ class PlanCache:
         """The plan kept under ``key``, if it was made from these ``watched`` tensors and none of
         them changed since; else None."""
         try:
-            entry = self._entries.get(key)
+            entry = self._entries.get((key, *map(id, watched)) if watched else key)
         except TypeError:  # an unhashable argument: the checks run every call (and reject it)
             return None
         if entry is None:
@@ -74,8 +77,8 @@ class PlanCache:
         with self._lock:
             if len(self._entries) >= self._limit:
                 self._entries.clear()
-            try:
-                self._entries[key] = (stamps, plan)
+            try:  # an id is checked against its weak reference on every get
+                self._entries[(key, *map(id, watched)) if watched else key] = (stamps, plan)
             except TypeError:  # unhashable: never kept
                 pass
 

@@ -661,7 +661,7 @@ def selected(op: str, args: tuple, kwargs: dict):
     fewest, most, keywords_after, check_call, fits, slot, has_reference = _DECLARED[op]
     judging = JUDGE_OUTPUTS
     if judging and not (fewest <= len(args) <= most and (
-            not kwargs or kwargs.keys() <= keywords_after[len(args)])):
+            not kwargs or keywords_after[len(args)].issuperset(kwargs))):
         check_call(args, kwargs)
     declined, suspects = [], []
     for impl in eligible:

@@ -22,6 +22,7 @@ import functools
 import importlib
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -201,7 +202,7 @@ class Binder:
         cost a length and a set comparison."""
         n = len(args)
         if self.n_required <= n <= len(self.positional) and (
-                not kwargs or kwargs.keys() <= self.keywords_after[n]):
+                not kwargs or self.keywords_after[n].issuperset(kwargs)):
             return
         self(args, kwargs)
 
@@ -211,6 +212,15 @@ class Binder:
         if name not in self.positional or any(n == name for n, _ in self.defaults):
             return None
         return self.positional.index(name)
+
+    def place(self, name: str) -> tuple[int, object]:
+        """``(position, default)`` of parameter ``name``: a call ``check`` took holds it at
+        ``args[position]`` when it has more positional arguments than that, else in ``kwargs``
+        or at its default (None when it has none). A keyword-only parameter's position is past
+        any call's arguments. What ``fetch`` reads, for a caller that reads it inline."""
+        default = next((d for n, d in self.defaults if n == name), None)
+        return (self.positional.index(name) if name in self.positional else sys.maxsize,
+                default)
 
     def fetch(self, name: str) -> Callable[[tuple, dict], object]:
         """A function of a call's ``(args, kwargs)`` that gives argument ``name`` (its default
@@ -258,6 +268,9 @@ class _Fetch:
 
     def required(self, name: str) -> int | None:
         return self.binder.required(name)
+
+    def place(self, name: str) -> tuple[int, object]:
+        return self.binder.place(name)
 
 
 def _load(target: str | None) -> Callable | None:

@@ -96,6 +96,17 @@ def test_another_scale_tensor_with_the_same_metadata_is_validated(planned):
         fq.prepare("fake_quant_fp8", x, torch.tensor(-1.0))
 
 
+def test_layers_with_their_own_scales_keep_their_own_plans(planned):
+    """A model's layers share descriptions, each with its own calibrated scale: taking turns,
+    none re-plans the others' way (one entry per description thrashed: every call planned)."""
+    x = torch.randn(4, 8)
+    scales = [torch.tensor(0.5), torch.tensor(0.25), torch.tensor(0.125)]
+    for _ in range(3):
+        for scale in scales:
+            fq.prepare("fake_quant_int8_affine", x, scale, 3)
+    assert planned == {"fake_quant_int8_affine": len(scales)}
+
+
 def _kept_affine(*args):
     """The cache entry (layout, binder) of an int8 affine call with these arguments."""
     key = ("fake_quant_int8_affine", raw_values()[2], *map(describe, args))

@@ -199,24 +199,14 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, gra
     out = value.new_empty(batch, sampling_locations.shape[1], heads * channels)
     if out.numel() == 0:
         return out
-    zero = grad_value is not None
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
-               grad_value if zero else out)
-    key = "zeroing forward" if zero else "forward"
-    launch = plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
-        _kernels().ms_deform_attn_ragged_fwd_kernel, plan.fwd_grid, *tensors, *plan.sizes,
-        *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
-        ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS, enable_fp_fusion=False))
-    launch(*tensors)
-    return out
+    return common.launch_forward(plan, _kernels, "ms_deform_attn_ragged_fwd_kernel",
+                                 plan.fwd_grid, out, value, sampling_locations,
+                                 attention_weights, grad_value, enable_fp_fusion=False)
 
 
 def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
-    # an int64 value gradient is the deterministic backward's: its own launch (classic's note)
-    key = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
-    return plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
-        _kernels().ms_deform_attn_ragged_bwd_kernel, plan.bwd_grid, *tensors, *plan.sizes,
-        **plan.constants, num_warps=common.NUM_WARPS, enable_fp_fusion=False))
+    return common.backward_launch(plan, _kernels, "ms_deform_attn_ragged_bwd_kernel",
+                                  plan.bwd_grid, tensors, enable_fp_fusion=False)
 
 
 class _RaggedFunction(torch.autograd.Function):

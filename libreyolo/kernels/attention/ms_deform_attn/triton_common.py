@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from libreyolo.kernels.triton_kit import cdiv
+from libreyolo.kernels.triton_launch import Launcher
 
 from . import deterministic
 
@@ -40,6 +41,35 @@ GRADIENTS_IN_FORWARD_BELOW = 2**18
 # thread).
 ZEROS_PER_PROGRAM_MAX = 2**16
 ZERO_BLOCK = 1024
+
+
+def launch_forward(plan, kernels, name: str, grid: tuple, out: torch.Tensor, value,
+                   sampling_locations, attention_weights, grad_value=None, **options):
+    """``out`` computed by the forward kernel ``name`` of module ``kernels()``, from the launch
+    kept on ``plan``; with ``grad_value`` (a float32 buffer shaped like ``value``) the same
+    launch zeroes it for the backward, a launch of its own."""
+    zero = grad_value is not None
+    # without grad_value the sixth tensor is not touched: the kernel's ZERO_GRAD_VALUE is off
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
+               grad_value if zero else out)
+    key = "zeroing forward" if zero else "forward"
+    launch = plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        getattr(kernels(), name), grid, *tensors, *plan.sizes,
+        *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
+        ZERO_BLOCK=ZERO_BLOCK, num_warps=NUM_WARPS, **options))
+    launch(*tensors)
+    return out
+
+
+def backward_launch(plan, kernels, name: str, grid: tuple, tensors: tuple,
+                    **options) -> Launcher:
+    """The backward kernel ``name``'s launch kept on ``plan``. An int64 value gradient is the
+    deterministic backward's (deterministic.py), compiled apart: a Launcher relaunches the
+    dtypes it was made with, so each mode keeps its own."""
+    key = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
+    return plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
+        getattr(kernels(), name), grid, *tensors, *plan.sizes, **plan.constants,
+        num_warps=NUM_WARPS, **options))
 
 
 def forward_zeroing(points: int, value_elements: int, forward_grid: tuple) -> tuple | None:

@@ -161,31 +161,17 @@ def _kernels():
 
 
 def _forward(plan: LaunchPlan, value, sampling_locations, attention_weights, grad_value=None):
-    """The output; with ``grad_value`` (a float32 buffer shaped like ``value``) the same launch
-    zeroes it for the backward."""
+    """The output; with ``grad_value`` the same launch zeroes it for the backward."""
     out = value.new_empty(plan.out_shape)
     if plan.out_empty:
         return out
-    zero = grad_value is not None
-    # without grad_value the sixth tensor is not touched: the kernel's ZERO_GRAD_VALUE is off
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, out,
-               grad_value if zero else out)
-    key = "zeroing forward" if zero else "forward"
-    launch = plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
-        _kernels().ms_deform_attn_fwd_kernel, plan.forward_grid, *tensors, *plan.sizes,
-        *(plan.zeroing if zero else (0, 0)), **plan.constants, ZERO_GRAD_VALUE=zero,
-        ZERO_BLOCK=common.ZERO_BLOCK, num_warps=common.NUM_WARPS))
-    launch(*tensors)
-    return out
+    return common.launch_forward(plan, _kernels, "ms_deform_attn_fwd_kernel", plan.forward_grid,
+                                 out, value, sampling_locations, attention_weights, grad_value)
 
 
 def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
-    # An int64 value gradient is the deterministic backward's (deterministic.py), compiled apart:
-    # a Launcher relaunches the dtypes it was made with, so each mode keeps its own.
-    key = "fixed-point backward" if tensors[5].dtype is torch.int64 else "backward"
-    return plan.launches.get(key) or plan.launches.setdefault(key, Launcher(
-        _kernels().ms_deform_attn_bwd_kernel, plan.backward_grid, *tensors, *plan.sizes,
-        **plan.constants, SPLIT_LEVELS=plan.split_levels, num_warps=common.NUM_WARPS))
+    return common.backward_launch(plan, _kernels, "ms_deform_attn_bwd_kernel",
+                                  plan.backward_grid, tensors, SPLIT_LEVELS=plan.split_levels)
 
 
 class _MSDeformAttnFunction(torch.autograd.Function):
