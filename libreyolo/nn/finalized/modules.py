@@ -29,6 +29,7 @@ from libreyolo.quant import validation as v
 from libreyolo.quant.formats import E4M3, int_qmax
 from libreyolo.quant.numerics import finite_amax, scale_from_amax
 
+from ..input_layout import quantize_input
 from .formats import _PACKED_INTEGERS, ACTIVATION_FORMATS, WEIGHT_FORMATS
 
 # The per-channel weight scale from_float computes when none is given: the channel's finite
@@ -245,15 +246,10 @@ class _Finalized(nn.Module):
     def _quantize_input(self, x: torch.Tensor) -> torch.Tensor:
         if self._activation is None:
             return x
-        scale = getattr(self, "input_scale", None)
-        if not self._activation.along_channels or self._channels_last:
-            return self._activation.quantize(x, scale, self._zero_point)
-        # dims counted from the front: the TorchScript ONNX exporter mistranslates a negative
-        # movedim (a Transpose with perm -3)
-        channels, last = x.dim() - 3, x.dim() - 1
-        rows = self._activation.quantize(x.movedim(channels, last), scale, self._zero_point)
-        quantized = rows.movedim(last, channels)
-        return quantized.contiguous() if x.is_contiguous() else quantized
+        scale, quantize = getattr(self, "input_scale", None), self._activation.quantize
+        return quantize_input(x, lambda view: quantize(view, scale, self._zero_point),
+                              per_pixel=self._activation.along_channels,
+                              channels_last=self._channels_last)
 
     def _dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weight in ``dtype``: unpack and dequantize (the portable path)."""

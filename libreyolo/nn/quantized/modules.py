@@ -44,6 +44,7 @@ from torch import nn
 
 from libreyolo.kernels import ops
 
+from ..input_layout import quantize_input
 from .recipes import Recipe, get_recipe
 
 # The calibrated buffers and their dtypes: a contract, kept through module casts (``_apply``).
@@ -158,13 +159,10 @@ class _Quantized:
         quantize = self._input_quantizer
         if quantize is None:
             return x
-        if not self._input_per_row or self._channels_last:
-            return quantize(x, self)
-        # per-row and per-block formats quantize each pixel's channels (the finalized layer's
-        # ``_quantize_input``, op for op); dims counted from the front, as there
-        channels, last = x.dim() - 3, x.dim() - 1
-        quantized = quantize(x.movedim(channels, last), self).movedim(last, channels)
-        return quantized.contiguous() if x.is_contiguous() else quantized
+        # per-row and per-block formats quantize each pixel's channels (``input_layout``, the
+        # finalized layer's ``_quantize_input`` too)
+        return quantize_input(x, lambda view: quantize(view, self),
+                              per_pixel=self._input_per_row, channels_last=self._channels_last)
 
     def _where(self) -> str:
         return self.qualified_name or type(self).__name__
