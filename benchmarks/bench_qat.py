@@ -3,10 +3,10 @@
 Usage: ``python benchmarks/bench_qat.py OUT.json [--models yolo decoder] [--modes eager compiled
 reduce-overhead graphed] [--steps 20] [--warmup 5]``
 
-Models (``benchmarks/qat_models.py``; ``yolo_channels_last``, not run by default: the stack in
-channels-last memory): the transformer blocks of an RT-DETR-like decoder (6
+Models (``benchmarks/qat_models.py``): the transformer blocks of an RT-DETR-like decoder (6
 layers, d_model 256, FFN 1024, 300 queries, batch 8, memory of 8400 tokens) and a YOLO-like conv
-stack (channels 64-256 at 80x80 to 20x20, batch 16). Every step runs under bf16 autocast (the
+stack (channels 64-256 at 80x80 to 20x20, batch 16); ``yolo_channels_last``, not run by default,
+is the stack in channels-last memory. Every step runs under bf16 autocast (the
 quantized layers compute in autocast's dtype, ``libreyolo/nn/quantized/modules.py``), SGD with
 momentum. Rows per model:
 
