@@ -5,15 +5,19 @@ tensor of the input's dtype and shape, and has the straight-through backward: th
 `torch.where(mask, grad, 0)`, with the op's mask stated in its docstring. `ste_mask` computes
 that mask without autograd, for building expected gradients. Scales get no gradient.
 
-The ops are not written here: each slot declared in `libreyolo/kernels/slots.py` with this module
-as its reference, ``fake_quant_<q>``, gets its op made from quantizer ``quantizers.<q>`` at
-import, with the declared signature and the quantizer's docstring. Adding a fake-quant slot is
-its declaration and its quantizer.
+One short ``def fake_quant_<q>`` per slot declared in `libreyolo/kernels/slots.py` with this
+module as its reference: it has the declared signature and calls ``_fake_quant`` with quantizer
+``quantizers.<q>``, whose docstring it takes at import. The declaration stays the one source of
+truth: a declared slot without its def is an ImportError here, and
+`tests/quant/test_ops_from_declarations.py` holds each def's signature to its declaration.
+Plain defs, not functions generated from the declaration, so `grep "def fake_quant_fp8"` finds
+the op; the registry calls the reference on every CPU call, and a def costs nothing to call
+beyond its body, Python itself refusing a call the signature does not take (a TypeError naming
+the op).
 """
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Callable
 
 import torch
@@ -57,56 +61,68 @@ def _fake_quant(quantizer: Callable[..., quantizers.Quantized], x, *args, **kwar
     return _forward_values(x, quantizer(x, *args, **kwargs))
 
 
-def _quantizer_name(slot: Slot) -> str:
-    """``<q>`` for fake-quant slot ``fake_quant_<q>``, whose op is made from ``quantizers.<q>``;
-    an ImportError, at this module's import, when there is no such quantizer."""
+def fake_quant_int8_per_channel(x, scale, axis=0):
+    return _fake_quant(quantizers.int8_per_channel, x, scale, axis)
+
+
+def fake_quant_int8_affine(x, scale, zero_point):
+    return _fake_quant(quantizers.int8_affine, x, scale, zero_point)
+
+
+def fake_quant_fp8(x, scale=None, *, fmt="e4m3", axis=None):
+    return _fake_quant(quantizers.fp8, x, scale, fmt=fmt, axis=axis)
+
+
+def fake_quant_int_grouped(w, bits, group_size):
+    return _fake_quant(quantizers.int_grouped, w, bits, group_size)
+
+
+def fake_quant_nvfp4_weight(w, global_amax=None):
+    return _fake_quant(quantizers.nvfp4_weight, w, global_amax)
+
+
+def fake_quant_nvfp4_dynamic(x):
+    return _fake_quant(quantizers.nvfp4_dynamic, x)
+
+
+def fake_quant_mxfp4_weight(w):
+    return _fake_quant(quantizers.mxfp4_weight, w)
+
+
+def fake_quant_mxfp4_dynamic(x):
+    return _fake_quant(quantizers.mxfp4_dynamic, x)
+
+
+def fake_quant_mxfp8_weight(w):
+    return _fake_quant(quantizers.mxfp8_weight, w)
+
+
+def fake_quant_mxfp8_dynamic(x):
+    return _fake_quant(quantizers.mxfp8_dynamic, x)
+
+
+def _quantizer_documenting(slot: Slot) -> Callable[..., quantizers.Quantized]:
+    """``quantizers.<q>``, the quantizer of fake-quant slot ``fake_quant_<q>``, whose docstring
+    the slot's def takes; an ImportError naming both when this module has no such def (a slot
+    declared without its op) or the quantizers no such function."""
     name = slot.name.removeprefix("fake_quant_")
-    if not callable(getattr(quantizers, name, None)):
-        raise ImportError(f"slot {slot.name} is declared with reference {slot.reference}, which "
-                          f"is made from quantizers.{name}; libreyolo.quant.quantizers has no "
-                          f"{name}")
-    return name
-
-
-def _make_op(slot: Slot) -> Callable[..., torch.Tensor]:
-    """The op of fake-quant ``slot``: ``_fake_quant(quantizers.<q>, ...)`` with exactly the
-    declared signature and the quantizer's docstring, a function of this module.
-
-    Made by compiling the ``def`` the slot's signature spells, not as a closure over
-    ``*args, **kwargs``: the registry calls the reference on every CPU call, and a function with
-    its own parameters costs what a hand-written one does, Python itself refusing a call the
-    signature does not take (with a TypeError naming the op), where a closure would check each
-    call again (``Signature.bind`` costs microseconds) and raise an error of its own. The source
-    is our own declaration; it goes in ``linecache`` so tracebacks and ``inspect.getsource``
-    show it.
-    """
-    q = _quantizer_name(slot)
-    arguments = ", ".join(
-        name if parameter.kind is parameter.POSITIONAL_OR_KEYWORD else f"{name}={name}"
-        for name, parameter in slot.signature.parameters.items())
-    source = (f"def {slot.name}{slot.signature}:\n"
-              f"    return _fake_quant(quantizers.{q}, {arguments})\n")
-    filename = f"<{__name__}.{slot.name}, made from its slot>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Callable] = {}
-    exec(compile(source, filename, "exec"), globals(), namespace)
-    op = namespace[slot.name]
-    op.__doc__ = getattr(quantizers, q).__doc__
-    return op
+    where = f"slot {slot.name} is declared with reference {slot.reference}"
+    op = globals().get(slot.name)
+    if not callable(op):
+        raise ImportError(f"{where}; {__name__} has no def {slot.name} (one that calls "
+                          f"_fake_quant with quantizers.{name})")
+    quantizer = getattr(quantizers, name, None)
+    if not callable(quantizer):
+        raise ImportError(f"{where}, which calls quantizers.{name}; "
+                          f"libreyolo.quant.quantizers has no {name}")
+    op.__doc__ = quantizer.__doc__
+    return quantizer
 
 
 #: The slots this module is the reference of, in their declared order.
 _SLOTS = tuple(slot for slot in SLOTS if slot.reference == f"{__name__}:{slot.name}")
-_QUANTIZER_OF_OP = {slot.name: getattr(quantizers, _quantizer_name(slot)) for slot in _SLOTS}
+_QUANTIZER_OF_OP = {slot.name: _quantizer_documenting(slot) for slot in _SLOTS}
 FAKE_QUANT_OPS = tuple(_QUANTIZER_OF_OP)
-globals().update({slot.name: _make_op(slot) for slot in _SLOTS})
-
-
-def __getattr__(name: str) -> Callable[..., torch.Tensor]:
-    """A name this module lacks (PEP 562). Static type checkers cannot see the ops made at
-    import; this function's return type is what they take any other name of the module for."""
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its ops are those of "
-                         f"the declared fake-quant slots: {', '.join(FAKE_QUANT_OPS)}")
 
 
 def ste_mask(op: str, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:

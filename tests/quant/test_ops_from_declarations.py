@@ -1,6 +1,6 @@
-"""A fake-quant slot is its declaration and its quantizer: ``libreyolo.quant.fake_quant`` makes the
-op ``fake_quant_<q>`` of each declared slot from ``quantizers.<q>``, with the declared signature and
-the quantizer's docstring, and the package exports it."""
+"""The declaration is the one source of truth of a fake-quant op: ``libreyolo.quant.fake_quant``
+has a plain ``def fake_quant_<q>`` for each declared slot, with the declared signature, calling
+``quantizers.<q>`` with its arguments and taking its docstring, and the package exports it."""
 
 from __future__ import annotations
 
@@ -48,30 +48,39 @@ def test_a_call_the_signature_does_not_take_is_pythons_own_type_error_naming_the
         call()
 
 
-def test_a_declaration_and_a_quantizer_are_all_a_new_op_needs(monkeypatch):
-    def int4_per_tensor(x, scale, *, narrow=True):
-        """Symmetric int4 per tensor (a test's quantizer)."""
-        qmax = 7 if narrow else 8
-        return quantizers.Quantized(*quantizers.quantize(
-            x.float(), scale, torch.round, -qmax, qmax))
+@pytest.mark.parametrize("slot", DECLARED, ids=lambda slot: slot.name)
+def test_each_op_hands_every_argument_to_its_quantizer_under_the_same_name(slot, monkeypatch):
+    quantizer = getattr(quantizers, slot.name.removeprefix("fake_quant_"))
+    calls = []
 
-    monkeypatch.setattr(quantizers, "int4_per_tensor", int4_per_tensor, raising=False)
-    slot = _fake_quant("fake_quant_int4_per_tensor",
-                       "(Tensor x, Tensor scale, *, bool narrow=True)", "a test's slot")
-    op = fq._make_op(slot)
-    assert inspect.signature(op) == slot.signature and op.__doc__ == int4_per_tensor.__doc__
-    x = torch.tensor([0.3, -0.9, 2.0], requires_grad=True)
-    out = op(x, torch.tensor(0.1), narrow=False)
-    out.backward(torch.ones(3))
-    assert out.tolist() == pytest.approx([0.3, -0.8, 0.8])
-    assert x.grad.tolist() == [1.0, 0.0, 0.0]  # straight through, clipped outside [-8, 8] codes
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise LookupError("the spy stops the call here")
+
+    monkeypatch.setattr(quantizers, quantizer.__name__, spy)
+    given = {name: object() for name in slot.signature.parameters}  # defaults given too
+    with pytest.raises(LookupError, match="the spy"):
+        getattr(fq, slot.name)(**given)
+    ((args, kwargs),) = calls
+    assert inspect.signature(quantizer).bind(*args, **kwargs).arguments == given
 
 
-def test_a_declared_slot_without_its_quantizer_is_an_import_error_naming_both():
+def test_a_declared_slot_without_its_def_is_an_import_error_naming_both():
+    slot = _fake_quant("fake_quant_int3_nowhere", "(Tensor x)", "a slot with no def")
+    with pytest.raises(ImportError, match=r"slot fake_quant_int3_nowhere .* has no def "
+                                          r"fake_quant_int3_nowhere .*quantizers\.int3_nowhere"):
+        fq._quantizer_documenting(slot)
+
+
+def test_a_declared_slot_without_its_quantizer_is_an_import_error_naming_both(monkeypatch):
+    def fake_quant_int3_nowhere(x):
+        return fq._fake_quant(quantizers.int3_nowhere, x)
+
+    monkeypatch.setattr(fq, "fake_quant_int3_nowhere", fake_quant_int3_nowhere, raising=False)
     slot = _fake_quant("fake_quant_int3_nowhere", "(Tensor x)", "a slot with no quantizer")
     with pytest.raises(ImportError,
                        match=r"slot fake_quant_int3_nowhere .*quantizers\.int3_nowhere"):
-        fq._make_op(slot)
+        fq._quantizer_documenting(slot)
 
 
 def test_the_package_exports_every_declared_op():
