@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..suggest import did_you_mean
 from . import outputs
 from .outputs import Output
 
@@ -415,13 +416,14 @@ _BY_NAME = {slot.name: slot for slot in SLOTS}
 
 
 def get_slot(name: str) -> Slot:
-    """The declared slot called ``name``; a ValueError listing the slots otherwise."""
+    """The declared slot called ``name``; otherwise a ValueError naming the nearest slot, or
+    listing them all when none is near."""
     try:
         return _BY_NAME[name]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"op: unknown slot {name!r}; declared slots are {', '.join(sorted(_BY_NAME))}"
-        ) from None
+        near = did_you_mean(name, _BY_NAME)
+        raise ValueError(f"op: unknown slot {name!r}" + (
+            near or f"; declared slots are {', '.join(sorted(_BY_NAME))}")) from None
 
 
 def slot_names() -> tuple[str, ...]:

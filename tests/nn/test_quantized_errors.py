@@ -96,7 +96,7 @@ def test_a_float64_layer_names_itself():
 def test_a_dim_not_divisible_by_the_nvfp4_block_names_the_layer_and_the_block():
     model = nn.Sequential(nn.Linear(32, 24), nn.ReLU(), nn.Linear(24, 8))
     with pytest.raises(LayerError, match=re.escape(
-            "'2': Linear: in_features = 24 is not a multiple of recipe 'nvfp4''s block of 16 "
+            "'2': Linear: in_features = 24 is not a multiple of 16, the block of recipe 'nvfp4' "
             "(its scales span 16 inputs)")):
         prepare(model, "nvfp4")
     assert type(model[0]) is nn.Linear

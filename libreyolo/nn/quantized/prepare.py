@@ -22,6 +22,7 @@ from torch import nn
 
 from libreyolo.nn.attention import GlobalTokenAttention, _SeparateQKV
 from libreyolo.nn.finalized import FinalizedConv2d, FinalizedLinear
+from libreyolo.suggest import did_you_mean
 
 from .modules import QuantConv2d, QuantLinear, _Quantized
 from .observers import Observer, input_qparams, observer_factory
@@ -200,9 +201,14 @@ def _skip_rule(skip) -> tuple[Callable[[list[str], nn.Module], str | None], list
     return by_pattern, patterns
 
 
-def _unmatched(model: nn.Module, patterns: list[str]) -> list[str]:
+def _check_every_pattern_matches(model: nn.Module, patterns: list[str]) -> None:
+    """A ValueError naming each pattern that matches no module, with the nearest module names:
+    a mistyped skip would otherwise quantize the layer it meant to keep in float."""
     names = [name for name, _ in model.named_modules(remove_duplicate=False) if name]
-    return [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        raise ValueError("skip: " + "; ".join(
+            f"{p!r} matches no module of the model{did_you_mean(p, names)}" for p in unmatched))
 
 
 def _subclass_reason(module: nn.Module, names: list[str], readers: dict[str, nn.Module]) -> str:
@@ -231,8 +237,8 @@ def _layer_problem(module: nn.Module, recipe: Recipe) -> str | None:
     block = recipe.block
     if block is not None and size % block:
         what = "group_size" if recipe.weight == "int_grouped" else "block"
-        return (f"{dim} = {size} is not a multiple of recipe {recipe.name!r}'s {what} of "
-                f"{block} (its scales span {block} inputs)")
+        return (f"{dim} = {size} is not a multiple of {block}, the {what} of recipe "
+                f"{recipe.name!r} (its scales span {block} inputs)")
     return None
 
 
@@ -257,9 +263,7 @@ def prepare(model: nn.Module, recipe: str | Recipe, *, skip=()) -> PrepareReport
                         f"in place, and the model itself has no parent; wrap it, e.g. "
                         f"nn.Sequential(layer)")
     rule, patterns = _skip_rule(skip)
-    unmatched = _unmatched(model, patterns)
-    if unmatched:
-        raise ValueError(f"skip: {', '.join(map(repr, unmatched))} match no module of the model")
+    _check_every_pattern_matches(model, patterns)
     report = PrepareReport(recipe)
     modules = dict(model.named_modules(remove_duplicate=False))
     problems: dict[str, str] = {}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from libreyolo.nn.finalized import WEIGHT_FORMATS
 from libreyolo.quant.formats import GROUPED_INT_BITS, MX_BLOCK_SIZE, NVFP4_BLOCK_SIZE
+from libreyolo.suggest import did_you_mean
 
 #: The activation formats whose input scale is calibrated (static), and what calibration finds.
 STATIC_ACTIVATIONS = {"fp8_static": ("input_scale",),
@@ -180,4 +181,5 @@ def get_recipe(recipe: str | Recipe) -> Recipe:
     if not isinstance(recipe, str):
         raise TypeError(f"recipe must be a recipe name or a Recipe, got "
                         f"{type(recipe).__name__}")
-    raise ValueError(f"unknown recipe {recipe!r}; the recipes are {', '.join(RECIPES)}")
+    raise ValueError(f"unknown recipe {recipe!r}{did_you_mean(recipe, RECIPES)}; the recipes are "
+                     f"{', '.join(RECIPES)}")
