@@ -37,7 +37,7 @@ os.environ["LIBREYOLO_KERNELS"] = "triton"
 
 from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
 from conformance.running.cells import CellPlan, input_seed, run_cell  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402

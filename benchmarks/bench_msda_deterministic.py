@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
 from conformance.inputs.ms_deform_attn_cases import make_inputs as classic_inputs  # noqa: E402
 from conformance.running.cells import CellPlan, _grad_generator, input_seed, run_cell  # noqa: E402

@@ -36,7 +36,7 @@ os.environ.setdefault("LIBREYOLO_KERNELS", "triton")
 from benchmarks.bench_ms_deform_attn import steps, time_graph_ms  # noqa: E402
 from benchmarks.bench_ms_deform_attn_ragged import steps as ragged_steps  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
 from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import memo  # noqa: E402

@@ -44,6 +44,8 @@ MOVED = {
     "conformance.render": "conformance.reporting.render",
     "conformance.status": "conformance.reporting.status",
     "conformance.attention_evidence": "conformance.reporting.attention_evidence",
+    "conformance.catalogue.attention": "conformance.catalogue.ms_deform_attn",
+    "conformance.catalogue.attention_ragged": "conformance.catalogue.ms_deform_attn_ragged",
 }
 
 moved_modules(MOVED)

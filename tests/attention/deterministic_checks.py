@@ -25,7 +25,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
 from conformance.inputs.ms_deform_attn_cases import Case, load_cases, make_inputs  # noqa: E402
 from conformance.running.cells import CellPlan, input_seed, run_cell  # noqa: E402

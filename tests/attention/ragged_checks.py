@@ -3,7 +3,7 @@ CUDA tests: which pixel discrete sampling reads, and the discrete sum's proven b
 
 import torch
 
-from conformance.catalogue.attention_ragged import draw_inputs
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs
 from conformance.inputs.layouts import bits
 from libreyolo.kernels.attention.ms_deform_attn import ms_deform_attn_ragged_portable
 

@@ -18,7 +18,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 
 from conformance.catalogue import CATALOGUE  # noqa: E402
-from conformance.catalogue.attention_ragged import draw_inputs  # noqa: E402
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
 from conformance.negative.ms_deform_attn_ragged import nearest_rounding_off_by_one  # noqa: E402
 from libreyolo.kernels import dispatch  # noqa: E402

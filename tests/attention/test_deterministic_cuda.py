@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conformance.catalogue import CATALOGUE
-from conformance.catalogue.attention_ragged import draw_inputs
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs
 from conformance.inputs import shapesets
 from conformance.inputs.ms_deform_attn_cases import load_cases
 from conformance.inputs.ms_deform_attn_cases import make_inputs as classic_inputs

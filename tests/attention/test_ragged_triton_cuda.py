@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conformance.catalogue import CATALOGUE
-from conformance.catalogue.attention_ragged import draw_inputs
+from conformance.catalogue.ms_deform_attn_ragged import draw_inputs
 from conformance.inputs import shapesets
 from libreyolo.kernels.attention.ms_deform_attn import (
     ms_deform_attn_ragged,

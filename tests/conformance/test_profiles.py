@@ -27,11 +27,11 @@ def _profile(*lines: str) -> str:
 @pytest.mark.parametrize("text, defect", [
     (CASE, "no [profile] table"),
     (_profile('kind = "per_channel"', "bits = 8"),
-     "no family (one of ['attention', 'attention_ragged', 'fake_quant', 'fp8_execute', "
-     "'packing'])"),
+     "no family (one of ['fake_quant', 'fp8_execute', 'ms_deform_attn', "
+     "'ms_deform_attn_ragged', 'packing'])"),
     (_profile('family = "fake_quantization"', 'kind = "per_channel"', "bits = 8"),
-     "unknown family 'fake_quantization'; the families are ['attention', 'attention_ragged', "
-     "'fake_quant', 'fp8_execute', 'packing']"),
+     "unknown family 'fake_quantization'; the families are ['fake_quant', 'fp8_execute', "
+     "'ms_deform_attn', 'ms_deform_attn_ragged', 'packing']"),
     (_profile('family = "fake_quant"', "bits = 8"),
      "no kind (family 'fake_quant' has kinds ['affine', 'blocked', 'fp8', 'grouped', "
      "'nvfp4_weight', 'per_channel'])"),

@@ -1,4 +1,5 @@
-"""Attention profiles: bounded contracts against the caller's portable path run in float64.
+"""Deformable-attention profiles (not SDPA, `libreyolo/nn/attention.py`, which is no slot):
+bounded contracts against the caller's portable path run in float64.
 
 The one kind, `deformable`, is multi-scale deformable attention in Deformable DETR's layout
 (one point count for every level): it has no reference, its portable core is the slot's declared
