@@ -134,9 +134,9 @@ def run_cell(spec: SlotSpec, plan: CellPlan, *, inputs: Inputs | None = None) ->
     except Exception as exc:  # noqa: BLE001 - a crashing backward is a crash
         return _crashed(cell, exc)
     for check, key in (("exact", "first_mismatch"), ("ste", "grad_first_mismatch")):
-        if check in verdict.failed:
-            verdict.explain(check, mismatch_context(spec, impl_inputs,
-                                                    verdict.measurements[key]["index"]))
+        first = verdict.measurements.get(key)  # absent where the check failed before comparing
+        if check in verdict.failed and first is not None:
+            verdict.explain(check, mismatch_context(spec, impl_inputs, first["index"]))
     contracts.check_inputs_unmodified(verdict, impl_inputs, before)
     cell.failed_checks, cell.measurements = verdict.failed, verdict.measurements
     if verdict.failed:
@@ -199,7 +199,10 @@ def _judge(verdict, spec: SlotSpec, plan: CellPlan, out, leaves: list, want: Exp
             contracts.check_ste(verdict, leaves[0], out, want.mask, _grad_generator(plan))
         return
     candidate = [out]
-    if leaves:
+    if leaves and not out.requires_grad:
+        verdict.fail("bounded", "gradients: the output is not connected to the inputs in "
+                                f"autograd ({contracts.UNCONNECTED})")
+    elif leaves:
         candidate += _gradients(out, leaves, _grad_generator(plan))
     judged = len(candidate)  # cuda-graph cells judge the forward only
     contracts.check_bounded(verdict, spec.contract, want.names[:judged], candidate,

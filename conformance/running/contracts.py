@@ -18,6 +18,9 @@ from conformance.inputs.layouts import bits, digest, storage_snapshot
 from conformance.schema.bounds import bounded_limit
 from conformance.schema.spec import Contract, Inputs
 
+#: What a forward-only implementation usually did: the hint of the checks that find one.
+UNCONNECTED = "a body under torch.no_grad, or no straight-through backward"
+
 
 @dataclass
 class Verdict:
@@ -142,9 +145,13 @@ def check_ste(verdict: Verdict, x: torch.Tensor, out: torch.Tensor, mask: torch.
         torch.rand(out.shape, generator=gen) < 0.5, -1.0, 1.0)
     g = g.to(out.dtype)
     if out.grad_fn is None:
-        verdict.fail("ste", "output is not connected to the input in autograd")
+        verdict.fail("ste", f"output is not connected to the input in autograd ({UNCONNECTED})")
         return
-    (grad,) = torch.autograd.grad(out, x, g.to(out.device))
+    (grad,) = torch.autograd.grad(out, x, g.to(out.device), allow_unused=True)
+    if grad is None:
+        verdict.fail("ste", "the output's gradient does not reach the input x (its backward "
+                            "returns None for x)")
+        return
     want = torch.where(mask, g.to(x.dtype), torch.zeros((), dtype=x.dtype))
     if grad.shape != want.shape or grad.dtype != want.dtype:
         verdict.fail("ste", f"gradient {grad.dtype}{tuple(grad.shape)} != input "
