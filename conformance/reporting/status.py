@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     for name, slot in data["slots"].items():
-        print(f"{name}  ->  {slot['selected']}")
+        print(f"{name}  ->  {slot['selected'] or 'portable path'}")
         for impl in slot["implementations"]:
             if impl["record"] is not None:
                 print(f"  {impl['name']:<16} record {impl['record']}")
