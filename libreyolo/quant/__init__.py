@@ -1,7 +1,9 @@
 """Reference quantization numerics: formats, fake-quant ops with straight-through backward, packing.
 
-This package defines what the numbers mean; `libreyolo.kernels` registers these references and
-judges accelerated implementations against them (never the other way round).
+This package defines what the numbers mean, in plain torch, and holds no kernel: the
+accelerated code of the same slots is the other ``quant`` folder, ``libreyolo.kernels.quant``
+(docs/architecture.md, "Names that look alike"). `libreyolo.kernels` registers these references
+and judges accelerated implementations against them (never the other way round).
 
 The fake-quant ops exported here are those `libreyolo.quant.fake_quant` makes from the slots
 declared in `libreyolo/kernels/slots.py` (`FAKE_QUANT_OPS` names them), so a new slot is
