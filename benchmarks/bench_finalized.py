@@ -45,8 +45,8 @@ from libreyolo.nn.finalized import FinalizedConv2d, FinalizedLinear  # noqa: E40
 TARGET = 1.02
 #: Rounds of interleaved eager windows a row (20 calls a window).
 EAGER_ROUNDS = 15
-# (id, float layer, input shape): Linear sizes from DESIGN.md's FP8 anchors, convolutions of a
-# YOLO neck at 640x640 (stride 8 and 16 feature maps), batch 8.
+# (id, float layer, input shape): Linear sizes from the FP8 linear anchors (docs/architecture.md),
+# convolutions of a YOLO neck at 640x640 (stride 8 and 16 feature maps), batch 8.
 LAYERS = (
     ("linear 16384x1024->4096", lambda: nn.Linear(1024, 4096), (16384, 1024)),
     ("linear 8192x1024->1024", lambda: nn.Linear(1024, 1024), (8192, 1024)),

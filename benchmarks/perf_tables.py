@@ -11,9 +11,9 @@ table names its results files; their commit and date come from the index,
 ``benchmarks/results/README.md``, and the hardware from the files themselves.
 
 Floors are computed here, from the shapes, over the ceilings measured on the H200
-(``CEILINGS``; DESIGN.md, "Facts for kernel authors"): bytes over the copy's 4.2 TB/s (read +
-write), FLOPs over 777 TFLOP/s (bf16 GEMM) or 1402 TFLOP/s (FP8 ``_scaled_mm``); where both
-apply, the larger. Pure Python: no torch, no GPU.
+(``CEILINGS``; docs/architecture.md, "Facts for kernel authors"): bytes over the copy's
+4.2 TB/s (read + write), FLOPs over 777 TFLOP/s (bf16 GEMM) or 1402 TFLOP/s (FP8
+``_scaled_mm``); where both apply, the larger. Pure Python: no torch, no GPU.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ MSDA_SHAPES = ROOT / "conformance" / "shapes" / "ms_deform_attn.toml"
 RAGGED_SHAPES = ROOT / "conformance" / "shapes" / "ms_deform_attn_ragged.toml"
 FAMILIES = ROOT / "libreyolo" / "kernels" / "attention" / "families.toml"
 
-#: Ceilings measured on the H200 (DESIGN.md, "Facts for kernel authors").
+#: Ceilings measured on the H200 (docs/architecture.md, "Facts for kernel authors").
 CEILINGS = {"copy_tb_s": 4.2, "bf16_tflop_s": 777.0, "fp8_tflop_s": 1402.0}
 
 MARKER = re.compile(r"(<!-- table: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end table -->)",

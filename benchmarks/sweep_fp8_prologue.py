@@ -10,11 +10,12 @@ time against a same-size device copy for each tile shape and E4M3 conversion (is
    2^24 random float32 bit patterns with 1024 random float32 scales and the zero scale, by the
    compiled kernel as shipped (on sm_89+ the hardware E4M3 conversion: the run fails if it is
    not taken there), against the reference quantizer run on the GPU (its division by a tensor
-   is IEEE on CUDA, as on CPU: DESIGN.md "Facts for kernel authors"). The dynamic mode's codes
-   depend on the scale and x alone, so the half-precision spaces are complete. Tiles holding
-   inf or NaN take the kernel's exact NaN select, the others skip it: the half-precision rows
-   have both kinds (NaN and inf fill two of their 64 tiles), and the float32 row's second half
-   has its inf and NaN patterns made finite (random float32 bits put one in nearly every tile);
+   is IEEE on CUDA, as on CPU: docs/architecture.md, "Facts for kernel authors"). The dynamic
+   mode's codes depend on the scale and x alone, so the half-precision spaces are complete.
+   Tiles holding inf or NaN take the kernel's exact NaN select, the others skip it: the
+   half-precision rows have both kinds (NaN and inf fill two of their 64 tiles), and the
+   float32 row's second half has its inf and NaN patterns made finite (random float32 bits put
+   one in nearly every tile);
 2. time (CUDA-event medians, L2 flushed before each run): the dynamic prologue on bf16
    16384x4096 (ViT-L fc2's input) and 16384x1024 (fc1's), with the GELU fold on 16384x4096, and
    the static one on 16384x4096, for each (tile elements, elements a thread, division, E4M3

@@ -61,7 +61,8 @@ PROFILES = {
 }
 #: The profile of a run that names no --profile: `validate` when --impl names an implementation.
 DEFAULT_PROFILE, IMPL_DEFAULT_PROFILE = "ci", "validate"
-#: The interpreter costs ~0.7 ms per program instance (DESIGN.md): it only gets small cases.
+#: The interpreter costs ~0.7 ms per program instance (docs/architecture.md, "Facts for kernel
+#: authors"): it only gets small cases.
 INTERPRETER_SIZES = frozenset({"small"})
 
 

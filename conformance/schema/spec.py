@@ -57,7 +57,8 @@ class Expectation:
 ANY_IMPLEMENTATION = "*"
 DEFAULT_EXPECTATION = Expectation(modes=frozenset({"cpu", "cuda", "cuda-graph"}))
 #: The reference is exercised on CPU and CUDA; graph capture is promised only by accelerated
-#: implementations (DESIGN.md, "Graph capture"), and the interpreter changes nothing for it.
+#: implementations (docs/architecture.md, "Graph capture: export, torch.compile, CUDA graphs"),
+#: and the interpreter changes nothing for it.
 REFERENCE_EXPECTATION = Expectation(modes=frozenset({"cpu", "cuda"}))
 #: Triton providers run compiled on CUDA and interpreted on CPU tensors.
 TRITON_EXPECTATION = Expectation(modes=frozenset({"cuda", "cuda-graph", "interpreter"}))

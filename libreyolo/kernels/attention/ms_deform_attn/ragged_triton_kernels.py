@@ -46,7 +46,8 @@ _SIZES = ["len_in", "len_q", "heads"]
 @triton.jit
 def _round_to(x, DTYPE: tl.constexpr):
     """``x`` (float32) rounded to nearest-even in the input dtype, kept in float32. bfloat16 is
-    rounded on the bits: the interpreter truncates float32 -> bfloat16 casts (DESIGN.md)."""
+    rounded on the bits: the interpreter truncates float32 -> bfloat16 casts
+    (docs/architecture.md, "Facts for kernel authors")."""
     if DTYPE == FLOAT16:
         x = x.to(tl.float16).to(tl.float32)
     elif DTYPE == BFLOAT16:

@@ -7,11 +7,11 @@ is how ``torch._scaled_mm`` gets its K multiple of 16 without another copy.
 ``fp8_epilogue_kernel`` applies per-row and per-column scales, a bias and ReLU to a float32
 accumulator and writes the output dtype.
 
-Exactness rules (docs/fp8_execute.md; DESIGN.md, "Facts for kernel authors"): float32
-arithmetic the interpreter reproduces (``tl.div_rn`` for the reference's IEEE division, rounding
-onto the grid by adding and subtracting a power of two, exact power-of-two scaling, integer
-round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits (no fp8 cast:
-the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
+Exactness rules (docs/fp8_execute.md; docs/architecture.md, "Facts for kernel authors"):
+float32 arithmetic the interpreter reproduces (``tl.div_rn`` for the reference's IEEE division,
+rounding onto the grid by adding and subtracting a power of two, exact power-of-two scaling,
+integer round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits (no fp8
+cast: the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
 contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes
 (``benchmarks/NOTES.md``, "The FP8 prologue is bound by instructions"), so its per-element
 work is kept

@@ -16,11 +16,11 @@ from .fp8_kernels import fp8_cast_kernel, fp8_epilogue_kernel
 from .fp8_plan import CastPlan, EpiloguePlan
 
 #: Elements per program on the GPU, at least one whole row for a dynamic prologue; the
-#: interpreter costs ~0.7 ms per program (DESIGN.md), so CPU runs take bigger tiles. The
-#: prologue's 2048: two 1024-element rows (fc1's input) or a static 2048-element slab at four
-#: warps run faster than 4096-element programs, and a 4096-element dynamic row keeps its own
-#: program at four warps (``benchmarks/NOTES.md``, "The FP8 prologue's tile and threads"). The
-#: epilogue keeps the fake-quant kernels' 4096.
+#: interpreter costs ~0.7 ms per program (docs/architecture.md, "Facts for kernel authors"),
+#: so CPU runs take bigger tiles. The prologue's 2048: two 1024-element rows (fc1's input) or a
+#: static 2048-element slab at four warps run faster than 4096-element programs, and a
+#: 4096-element dynamic row keeps its own program at four warps (``benchmarks/NOTES.md``, "The
+#: FP8 prologue's tile and threads"). The epilogue keeps the fake-quant kernels' 4096.
 CAST_TILE, EPILOGUE_TILE, INTERPRETER_TILE = 2048, 4096, 16384
 MAX_BLOCK_C = 1024
 #: The prologue divides by the FMA-corrected reciprocal on the GPU (``fp8_kernels._quotient``);

@@ -30,7 +30,7 @@ the first version's: benchmarks/NOTES.md, "bench_unpack.py v2"):
   scale (its NaN's bits) is computed with the scale. bfloat16 NaN has one pattern whatever its
   source, so a word-level fix of the conversion's NaN serves every output (``_bf16_nan``).
 
-Exactness rules (DESIGN.md, "Facts for kernel authors"):
+Exactness rules (docs/architecture.md, "Facts for kernel authors"):
 - the reference multiplies float32 code values by float32 scales (NVFP4: block scale times tensor
   scale first), rounded once; the kernel does the same multiplies. Where a product is NaN it
   writes the NaN the reference's CPU arithmetic gives, since the GPU's own NaN is

@@ -5,10 +5,11 @@
 describes the work as an ``UnpackPlan``, which the provider's ``accepts`` hands to the call
 (``libreyolo.kernels.prepared``) so an input is checked and planned once. Planning reads no
 tensor data and copies nothing: float8 tensors go to the kernel as they are and it reads them
-through byte pointers, so it reads bits and never casts float8 (DESIGN.md: the interpreter's fp8
-casts are wrong, and triton 3.6 miscompiles some fp8 bitcasts), and a call makes no byte view
-on the host (a torch call per call: ``benchmarks/NOTES.md``, "Host-side helpers"); GPUs whose
-Triton takes no float8 pointer (``byte_views``) get the views.
+through byte pointers, so it reads bits and never casts float8 (docs/architecture.md, "Facts for
+kernel authors": the interpreter's fp8 casts are wrong, and triton 3.6 miscompiles some fp8
+bitcasts), and a call makes no byte view on the host (a torch call per call:
+``benchmarks/NOTES.md``, "Host-side helpers"); GPUs whose Triton takes no float8 pointer
+(``byte_views``) get the views.
 
 Everything but the tensors' data is decided by their dtypes, shapes, strides, devices and
 layouts and by the other arguments, types included. That description

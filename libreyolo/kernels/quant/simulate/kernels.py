@@ -6,7 +6,7 @@ consecutive columns of one row (the last unit of a row may be ragged). A program
 block, a group, a whole row) is computed from the tile alone, and per-row and per-column scales
 are indexed per unit or per lane, never by a per-element division.
 
-Exactness rules (docs/quantization.md; DESIGN.md "Facts for kernel authors"):
+Exactness rules (docs/quantization.md; docs/architecture.md, "Facts for kernel authors"):
 - everything is computed in float32; division by a scale is ``tl.div_rn`` (IEEE, correctly
   rounded), scaling onto a grid is by exact powers of two built from exponent bits;
 - round-to-nearest-even is the 2^23 trick, ``(|v| + 2^23) - 2^23``, exact for ``|v| < 2^23``;
