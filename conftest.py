@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.running.child import run_pytest
+from conformance.running.child import as_subtests, run_pytest
 
 ROOT = Path(__file__).resolve().parent
 pytest_plugins = ["conformance.plugin"]
@@ -50,17 +50,19 @@ def pytest_configure(config):
 
 
 @pytest.fixture
-def run_under_interpreter():
+def run_under_interpreter(subtests):
     """Run pytest on ``paths`` in a child process with ``TRITON_INTERPRET=1``; fail with its log.
 
     The variable is read when a Triton kernel is decorated, so interpreted kernels cannot share
     a process with compiled ones (or with a parent that imported them without it). Every test
-    file of interpreted checks runs through this one helper.
+    file of interpreted checks runs through this one helper. Each child result is reported as
+    it finishes, as a subtest of the calling test (minutes of checks, never minutes of silence).
     """
 
     def run(*paths: str, timeout: int = 1800) -> None:
         pytest.importorskip("triton", reason="the triton extra is not installed")
-        result = run_pytest(ROOT, *paths, "-q", env={"TRITON_INTERPRET": "1"}, timeout=timeout)
+        result = run_pytest(ROOT, *paths, "-q", env={"TRITON_INTERPRET": "1"}, timeout=timeout,
+                            progress=as_subtests(subtests))
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
     return run

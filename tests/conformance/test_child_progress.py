@@ -1,0 +1,71 @@
+"""A child pytest's results reach the parent as each finishes (``run_pytest(progress=...)``), so
+the interpreter children's minutes of checks show in the parent's report as they run."""
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.running.child import run_pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: the second test waits for the parent to have heard of the first: it passes only if results
+#: are handed over while the child still runs, not after it exits
+CHILD = textwrap.dedent("""
+    import pathlib, time
+    import pytest
+
+    def test_passes():
+        pass
+
+    def test_waits_for_the_parent():
+        go = pathlib.Path(__file__).with_name("go")
+        for _ in range(600):
+            if go.exists():
+                return
+            time.sleep(0.1)
+        assert False, "the parent did not hear of test_passes while this child ran"
+
+    def test_fails():
+        assert 1 == 2
+
+    def test_skips():
+        pytest.skip("nothing to do here")
+
+    def test_sleeps():
+        if pathlib.Path(__file__).with_name("sleep").exists():
+            time.sleep(60)
+""")
+
+
+def child(tmp_path, *args, **options):
+    (tmp_path / "test_child.py").write_text(CHILD)
+    return run_pytest(tmp_path, "test_child.py", "-q", *args, env={"PYTHONPATH": str(ROOT)},
+                      **options)
+
+
+def test_each_result_reaches_the_parent_as_it_finishes(tmp_path):
+    seen = []
+
+    def heard(result):
+        seen.append(result)
+        (tmp_path / "go").touch()
+
+    result = child(tmp_path, progress=heard)
+    assert [(r["nodeid"], r["outcome"]) for r in seen] == [
+        ("test_child.py::test_passes", "passed"),
+        ("test_child.py::test_waits_for_the_parent", "passed"),
+        ("test_child.py::test_fails", "failed"),
+        ("test_child.py::test_skips", "skipped"),
+        ("test_child.py::test_sleeps", "passed")]
+    assert "assert 1 == 2" in seen[2]["detail"] and "nothing to do here" in seen[3]["detail"]
+    assert result.returncode == 1 and "1 failed, 3 passed, 1 skipped" in result.stdout
+
+
+def test_a_child_past_its_timeout_is_stopped(tmp_path):
+    (tmp_path / "sleep").touch()
+    (tmp_path / "go").touch()
+    with pytest.raises(subprocess.TimeoutExpired):
+        child(tmp_path, "-k", "sleeps", timeout=10, progress=lambda result: None)
