@@ -5,9 +5,9 @@ accelerated code of the same slots is the other ``quant`` folder, ``libreyolo.ke
 (docs/architecture.md, "Names that look alike"). `libreyolo.kernels` registers these references
 and judges accelerated implementations against them (never the other way round).
 
-The fake-quant ops exported here are those `libreyolo.quant.fake_quant` makes from the slots
-declared in `libreyolo/kernels/slots.py` (`FAKE_QUANT_OPS` names them), so a new slot is
-exported without a line here.
+The fake-quant ops exported here are `libreyolo.quant.fake_quant`'s, one per slot declared in
+`libreyolo/kernels/slots.py` with it as the reference (`FAKE_QUANT_OPS` names them), so a new
+slot's op is exported without a line here.
 """
 
 from collections.abc import Callable
@@ -21,7 +21,8 @@ globals().update({name: getattr(fake_quant, name) for name in FAKE_QUANT_OPS})
 
 
 def __getattr__(name: str) -> Callable[..., torch.Tensor]:
-    """A name this package lacks (PEP 562); for static type checkers, as in ``fake_quant``."""
+    """A name this package lacks (PEP 562). Static type checkers cannot see the ops added to the
+    package's namespace at import; this function's return type is what they take them for."""
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
