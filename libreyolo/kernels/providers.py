@@ -34,6 +34,10 @@ ENTRY_POINT_GROUP = "libreyolo.kernels"
 #: entry point, the ``libreyolo_kernels`` package (or one the CLI's ``--import`` names), or any
 #: other caller of ``register``.
 IN_TREE, ENTRY_POINT, PACKAGE, CALLER = "in-tree", "entry point", "package", "caller"
+#: The origins of registrations no code of the process asked for: an installed package found by
+#: the registry (or named by the CLI's ``--import``). One that runs a slot in place of an in-tree
+#: implementation is announced (``registry.OutOfTreeWarning``).
+ANNOUNCED = frozenset({ENTRY_POINT, PACKAGE})
 OPTIONAL_DEPENDENCIES = frozenset({"triton", "kernels"})
 
 
@@ -86,10 +90,17 @@ def import_providers(loading: Callable[[str], AbstractContextManager]) -> None:
     """Import every in-tree provider, then the entry points of ``libreyolo.kernels``, then
     ``libreyolo_kernels`` if it is installed; ``loading(origin)`` tags their registrations."""
     import_in_tree(loading)
-    with loading(ENTRY_POINT):
-        for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        with loading(ENTRY_POINT, _distribution(entry_point)):
             _attempt(f"entry point {entry_point.name} = {entry_point.value}",
                      lambda entry_point=entry_point: _load_entry_point(entry_point))
     if importlib.util.find_spec(THIRD_PARTY_PACKAGE) is not None:
-        with loading(PACKAGE):
+        with loading(PACKAGE, THIRD_PARTY_PACKAGE):
             _import(THIRD_PARTY_PACKAGE)
+
+
+def _distribution(entry_point: importlib.metadata.EntryPoint) -> str:
+    """The installed distribution that declares ``entry_point`` (what a user pip-installed),
+    else the module its value names."""
+    dist = getattr(entry_point, "dist", None)
+    return dist.name if dist is not None else entry_point.module

@@ -40,7 +40,7 @@ from libreyolo.capture import COMPILE, graph_capture
 from . import providers, settings
 from .capabilities import Capabilities
 from .prepared import Prepared
-from .providers import CALLER, IN_TREE
+from .providers import ANNOUNCED, CALLER, IN_TREE
 from .slots import SLOTS, get_slot
 
 REFERENCE = settings.REFERENCE
@@ -62,6 +62,11 @@ class SelectionWarning(UserWarning):
     """``LIBREYOLO_KERNELS`` names an unknown slot, or no registered implementation."""
 
 
+class OutOfTreeWarning(UserWarning):
+    """An implementation an installed package registered runs a slot in place of an in-tree one
+    (the reference included): installing a package changes that slot's numbers."""
+
+
 @dataclass(frozen=True, eq=False)
 class Implementation:
     """One registered implementation of a slot. Compared by identity."""
@@ -80,6 +85,9 @@ class Implementation:
     #: It may write an input tensor: after it raised or returned a wrong output nothing else may
     #: run the (possibly changed) inputs, so its error propagates (``register``).
     writes_inputs: bool = False
+    #: Who registered it: the distribution of an entry point, else the module of ``fn`` (for a
+    #: package the registry or the CLI's ``--import`` imported, that package's module).
+    provider: str | None = None
     #: The slot's own reference (the name ``reference``); a field, not a property: dispatch
     #: asks it per call.
     is_reference: bool = field(init=False, repr=False)
@@ -106,7 +114,7 @@ JUDGE_OUTPUTS = True
 
 _lock = threading.RLock()
 _load_lock = threading.RLock()
-_loading = threading.local()  # .origin: the origin of registrations made by a provider import
+_loading = threading.local()  # .origin, .provider: of registrations made by a provider import
 _impls: dict[str, list[Implementation]] = {slot.name: [] for slot in SLOTS}
 _generation = 0
 _resolved: dict[tuple, tuple[int, tuple[Implementation, ...]]] = {}
@@ -152,24 +160,26 @@ def _checked_name(name: object) -> str:
     return name
 
 
-def _origin(impl: Callable) -> str:
-    """The provider import in progress decides; else a function of this package is in-tree."""
+def _origin(impl: Callable) -> tuple[str, str | None]:
+    """``(origin, provider)``: the provider import in progress decides (its provider, else the
+    module of ``impl``); else a function of this package is in-tree."""
+    module = getattr(impl, "__module__", None)
     origin = getattr(_loading, "origin", None)
     if origin is not None:
-        return origin
-    module = getattr(impl, "__module__", None) or ""
-    return IN_TREE if module.split(".")[0] == "libreyolo" else CALLER
+        return origin, getattr(_loading, "provider", None) or module
+    return (IN_TREE if (module or "").split(".")[0] == "libreyolo" else CALLER), module
 
 
 @contextlib.contextmanager
-def loading(origin: str) -> Iterator[None]:
-    """Registrations made inside come from ``origin`` (used by ``providers``)."""
-    previous = getattr(_loading, "origin", None)
-    _loading.origin = origin
+def loading(origin: str, provider: str | None = None) -> Iterator[None]:
+    """Registrations made inside come from ``origin``, registered by ``provider`` (None: the
+    module of each registered function); used by ``providers`` and the CLI's ``--import``."""
+    previous = getattr(_loading, "origin", None), getattr(_loading, "provider", None)
+    _loading.origin, _loading.provider = origin, provider
     try:
         yield
     finally:
-        _loading.origin = previous
+        _loading.origin, _loading.provider = previous
 
 
 def register(
@@ -213,8 +223,9 @@ def register(
                         f"{type(capabilities).__name__}")
     if not isinstance(writes_inputs, bool):
         raise TypeError(f"writes_inputs: expected True or False, got {writes_inputs!r}")
+    origin, provider = _origin(impl)
     entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
-                           _origin(impl), capabilities, backward, writes_inputs)
+                           origin, capabilities, backward, writes_inputs, provider)
     _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     _insert(entry)
     return entry
@@ -283,7 +294,8 @@ def _ensure_loaded(selection: settings.Selection) -> None:
                 reference = slot.load_reference()
                 if reference is not None:
                     _insert(Implementation(slot.name, REFERENCE, reference,
-                                           sources=_default_sources(reference), origin=IN_TREE))
+                                           sources=_default_sources(reference), origin=IN_TREE,
+                                           provider=reference.__module__))
             _references_loaded = True
         if not _providers_started and not selection.reference_only:
             _providers_started = True
@@ -428,7 +440,26 @@ def _eligible(op: str) -> tuple[Implementation, ...]:
         eligible = tuple(e for e in _impls[op] if _environment_decline(e, selection) is None)
         if generation == _generation:
             _resolved[key] = (generation, eligible)
-        return eligible
+    _announce(op, eligible)
+    return eligible
+
+
+def _announce(op: str, eligible: tuple[Implementation, ...]) -> None:
+    """Warn once per process per slot and implementation when one that an installed package
+    registered (``providers.ANNOUNCED``) runs ``op`` in place of an in-tree one or the reference:
+    installing a package must not change numbers silently. A ``register`` call of the process's
+    own code is its own choice, not announced."""
+    if not eligible or eligible[0].origin not in ANNOUNCED:
+        return
+    chosen = eligible[0]
+    displaced = next((e for e in eligible[1:] if e.origin == IN_TREE), None)
+    if displaced is None:
+        return
+    _warn_once(("out-of-tree", op, chosen.name),
+               f"libreyolo.kernels: {op} now runs {chosen.name!r}, registered by {chosen.provider} "
+               f"({chosen.origin}), in place of the in-tree {displaced.name!r}; "
+               f"LIBREYOLO_KERNELS={op}={displaced.name} keeps the in-tree one",
+               OutOfTreeWarning)
 
 
 def candidates(op: str) -> list[Implementation]:
@@ -557,10 +588,26 @@ def _bad_answer(answer: object) -> str:
             "reason string or a Prepared plan")
 
 
-def active() -> dict[str, str]:
-    """Slot name to the name of the implementation that would run, or ``"unavailable"``."""
+class Selected(str):
+    """What ``active()`` maps a slot to: the name of the implementation that would run, a string
+    as it always was, carrying where that implementation came from: ``origin`` and ``provider``
+    (``Implementation``'s; None for ``"unavailable"``)."""
+
+    origin: str | None
+    provider: str | None
+
+    def __new__(cls, name: str, origin: str | None = None, provider: str | None = None):
+        selected = super().__new__(cls, name)
+        selected.origin, selected.provider = origin, provider
+        return selected
+
+
+def active() -> dict[str, Selected]:
+    """Slot name to the name of the implementation that would run (with its ``origin`` and
+    ``provider``), or ``"unavailable"``."""
     return {
-        slot.name: (eligible[0].name if (eligible := _eligible(slot.name)) else "unavailable")
+        slot.name: (Selected(eligible[0].name, eligible[0].origin, eligible[0].provider)
+                    if (eligible := _eligible(slot.name)) else Selected("unavailable"))
         for slot in SLOTS
     }
 

@@ -1,7 +1,8 @@
 """A third party validates its backend without editing our tree: the example package in
-`examples/` registers a correct and a broken implementation; the suite, restricted to each with
-`--impl`, passes the first and rejects the second, and the walkthrough of docs/conformance.md
-runs as written in a fresh virtual environment with the example installed."""
+`examples/` registers a correct implementation, and a broken one when its `broken` module is
+named; the suite, restricted to each with `--impl`, passes the first and rejects the second,
+and the walkthrough of docs/conformance.md runs as written in a fresh virtual environment with
+the example installed."""
 
 import json
 import os
@@ -19,10 +20,15 @@ EXAMPLE = "examples/libreyolo_example_backend"
 SUITE = ("conformance/test_matrix.py", "conformance/test_layouts.py", "conformance/test_errors.py")
 
 
+#: The plugin that registers each: the broken one only when its own module is named.
+PLUGINS = {"example-correct": "libreyolo_example_backend",
+           "example-broken": "libreyolo_example_backend.broken"}
+
+
 def run_suite(config, impl: str) -> subprocess.CompletedProcess:
     root = config.rootpath
     path = os.pathsep.join([str(root / EXAMPLE / "src"), os.environ.get("PYTHONPATH", "")])
-    return run_pytest(root, *SUITE, "-q", "-p", "libreyolo_example_backend", "--impl", impl,
+    return run_pytest(root, *SUITE, "-q", "-p", PLUGINS[impl], "--impl", impl,
                       "--profile", "ci", *plugin_args(config), env={"PYTHONPATH": path})
 
 
