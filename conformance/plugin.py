@@ -321,6 +321,8 @@ class Collector:
             self.recorder = None
 
     def pytest_runtest_logreport(self, report):
+        if isinstance(report, pytest.SubtestReport):  # a child's result: its test counts once
+            return
         cells = []
         if report.when == "call":
             for key, value in report.user_properties:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conformance.running import matrix
-from conformance.running.child import run_pytest
+from conformance.running.child import as_subtests, run_pytest
 from conformance.running.outcomes import plugin_args
 from conformance.running.plan import implementations
 
@@ -36,7 +36,7 @@ def _workers() -> list[str]:
     return ["-n", str(workers), "--dist", "worksteal"]  # cells vary 0.1-18 s: steal the tail
 
 
-def test_interpreter_matrix(run_options, record_cell, request, tmp_path):
+def test_interpreter_matrix(run_options, record_cell, request, tmp_path, subtests):
     if run_options.interpreter or run_options.gpu:
         pytest.skip("the interpreter matrix is merged into CPU runs only")
     if importlib.util.find_spec("triton") is None:
@@ -46,7 +46,8 @@ def test_interpreter_matrix(run_options, record_cell, request, tmp_path):
     if not any(implementations(run_options, slot, "interpreter") for slot in CATALOGUE):
         pytest.skip("no implementation is expected to run under the interpreter")
     out = tmp_path / "interpreter.json"
-    result = run_pytest(request.config.rootpath, *interpreter_command(request.config, out))
+    result = run_pytest(request.config.rootpath, *interpreter_command(request.config, out),
+                        progress=as_subtests(subtests))  # each cell shows as it concludes
     if not out.exists():
         pytest.fail(f"the interpreter run wrote no matrix (exit {result.returncode}):\n"
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

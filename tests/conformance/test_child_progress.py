@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.running.child import run_pytest
+from conformance.plugin import Collector
+from conformance.running.child import as_subtests, run_pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,3 +70,16 @@ def test_a_child_past_its_timeout_is_stopped(tmp_path):
     (tmp_path / "go").touch()
     with pytest.raises(subprocess.TimeoutExpired):
         child(tmp_path, "-k", "sleeps", timeout=10, progress=lambda result: None)
+
+
+def test_a_child_result_is_a_subtest_the_suite_does_not_count(request, subtests):
+    """The parent test's own report counts once in the suite's outcomes (a plain run's evidence
+    compares them with the tests collected), however many child results it showed."""
+    collector = Collector(request.config, None)
+    request.config.pluginmanager.register(collector)
+    try:
+        as_subtests(subtests)({"nodeid": "child.py::test_passes", "outcome": "passed",
+                               "detail": ""})
+    finally:
+        request.config.pluginmanager.unregister(collector)
+    assert collector.outcomes == {} and collector.seconds == {}
