@@ -49,6 +49,12 @@ except ImportError:  # pragma: no cover - every torch this package admits has th
     VALUE_NEEDED = ()
 
 
+#: Each slot's judge (``Slot.judge``), loaded when its operator is defined: ``call`` runs while
+#: Dynamo traces, and loading it there would call ``importlib.import_module``, which Dynamo
+#: refuses to trace (a graph break in every compiled slot call).
+_JUDGES: dict[str, object] = {}
+
+
 def operator(name: str):
     """``torch.ops.libreyolo.<name>``: the slot's operator."""
     return getattr(torch.ops.libreyolo, name)
@@ -60,20 +66,21 @@ def call(name: str, args: tuple, kwargs: dict):
     bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
     an input of another dtype gets the slot's own error."""
     slot = get_slot(name)
+    judge = _JUDGES[name]
     bound = slot.bind(args, kwargs)
     shapes = bound.get("spatial_shapes")
     if shapes is not None and not isinstance(shapes, torch.Tensor):
-        slot.judge(*args, **kwargs)  # pairs are checked as given
+        judge(*args, **kwargs)  # pairs are checked as given (SymInts from .shape included)
         bound["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
     for argument, kind in slot.argument_types.items():
         if not _fits(kind, bound[argument]):  # the slot's own error, not the schema's
-            slot.judge(*args, **kwargs)
+            judge(*args, **kwargs)
             raise TypeError(f"{name}: {argument} must be {kind}, got "
                             f"{type(bound[argument]).__name__}")
     for argument in slot.float8_inputs:
         value = bound[argument]
         if not isinstance(value, torch.Tensor) or value.dtype != torch.float8_e4m3fn:
-            slot.judge(*args, **kwargs)
+            judge(*args, **kwargs)
             raise TypeError(f"{name}: {argument} must be a float8_e4m3fn tensor")
         bound[argument] = value.view(torch.uint8)
     args, kwargs = slot.split(bound)
@@ -229,6 +236,7 @@ def _autograd(slot: Slot):
 
 def _define(slot: Slot) -> None:
     qualified = f"{NAMESPACE}::{slot.name}"
+    _JUDGES[slot.name] = slot.judge
     _library.define(f"{slot.name}{slot.schema}")
     _library.impl(slot.name, _kernel(slot), "CompositeExplicitAutograd")
     torch.library.register_fake(qualified, _fake(slot), lib=_library)
