@@ -49,17 +49,11 @@ def _remember(store: dict, key, entry) -> None:
 
 
 def _checked(pairs) -> Levels:
-    """The pairs as a tuple of ``(H, W)`` tuples, each size an int (a ``SymInt`` stays one: its
-    ``int()`` would pin a dynamic size to the value it was traced with)."""
     if not pairs:
         raise ValueError("spatial_shapes must describe at least one level, got none")
     if any(h < 1 or w < 1 for h, w in pairs):
         raise ValueError(f"spatial_shapes must be positive (H, W) pairs, got {list(pairs)}")
-    return tuple((_size(h), _size(w)) for h, w in pairs)
-
-
-def _size(n):
-    return n if type(n) is int or isinstance(n, torch.SymInt) else int(n)
+    return tuple((int(h), int(w)) for h, w in pairs)
 
 
 def _read_tensor(spatial_shapes: torch.Tensor, values: bool = True) -> Levels | None:
@@ -128,8 +122,7 @@ def level_shapes(spatial_shapes: SpatialShapes) -> Levels | None:
 
 def _pairs(spatial_shapes) -> list[tuple[int, int]]:
     """``spatial_shapes`` as a list of ``(H, W)`` tuples of ints; a TypeError naming it for
-    anything else (an int, a string, pairs of floats or bools, pairs of three). A ``SymInt`` is
-    an int: under ``torch.compile`` sizes read from a feature map's ``.shape`` are SymInts."""
+    anything else (an int, a string, pairs of floats or bools, pairs of three)."""
     wanted = "spatial_shapes must be a (levels, 2) int64 tensor or (H, W) pairs of ints"
     if isinstance(spatial_shapes, (str, bytes)) or not isinstance(spatial_shapes, Sequence):
         raise TypeError(f"{wanted}, got {type(spatial_shapes).__name__}")
@@ -137,7 +130,7 @@ def _pairs(spatial_shapes) -> list[tuple[int, int]]:
     for pair in spatial_shapes:
         if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2 \
                 or not all(type(n) is int or (isinstance(n, int) and not isinstance(n, bool))
-                           or isinstance(n, torch.SymInt) for n in pair):
+                           for n in pair):
             raise TypeError(f"{wanted}, got {spatial_shapes!r}")
         pairs.append(tuple(pair))
     return pairs
