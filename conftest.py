@@ -49,6 +49,22 @@ def pytest_configure(config):
         functorch_config.enable_autograd_cache = os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A parallel run (``-n``) steals work unless ``--dist`` names a mode: xdist's default hands
+    each worker fixed batches, and a worker could sit idle at the end while the other still has
+    queued tests behind a minutes-long interpreter child. (Ahead of xdist's own hook, which turns
+    an unset mode into ``load``.)"""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "worksteal"
+
+
+def pytest_collection_modifyitems(items):
+    """The interpreter children (minutes each, ``interpreter`` marker) start first, so no worker
+    starts one as the run ends; the rest keep pytest's order."""
+    items.sort(key=lambda item: item.get_closest_marker("interpreter") is None)
+
+
 @pytest.fixture
 def run_under_interpreter(subtests):
     """Run pytest on ``paths`` in a child process with ``TRITON_INTERPRET=1``; fail with its log.

@@ -36,6 +36,7 @@ def _workers() -> list[str]:
     return ["-n", str(workers), "--dist", "worksteal"]  # cells vary 0.1-18 s: steal the tail
 
 
+@pytest.mark.interpreter
 def test_interpreter_matrix(run_options, record_cell, request, tmp_path, subtests):
     if run_options.interpreter or run_options.gpu:
         pytest.skip("the interpreter matrix is merged into CPU runs only")
