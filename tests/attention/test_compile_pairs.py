@@ -94,10 +94,11 @@ def _ragged_portable(feats, locations, weights, pairs):
 
 def _module(dtype):
     torch.manual_seed(0)
-    module = MSDeformAttn(D_MODEL, LEVELS, HEADS, POINTS).to(dtype)
+    module = MSDeformAttn(D_MODEL, LEVELS, HEADS, POINTS)
     with torch.no_grad():  # offsets and weights that depend on the query
         module.sampling_offsets.weight.normal_(0, 0.5)
         module.attention_weights.weight.normal_(0, 0.5)
+    module.to(dtype)  # after drawing: the float64 oracle holds the same parameters
 
     def run(feats, locations, weights, pairs):
         """The module with the weights as its query and level 0's first points as references."""
