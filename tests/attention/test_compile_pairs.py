@@ -201,3 +201,24 @@ def test_points_per_level_passed_in_compile_whole(entry):
         assert torch.equal(compiled(feats, locations, weights, points),
                            fn(feats, locations, weights, points)), points
     assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize(("pairs", "error", "message"), [
+    ([(2.0, 3)], TypeError, "pairs of ints"),
+    ([(True, 6)], TypeError, "pairs of ints"),
+    ([(0, 6)], ValueError, "must be positive"),
+])
+def test_bad_pairs_under_compile_get_the_slot_error(pairs, error, message, fullgraph):
+    """Pairs are checked as given while the graph is traced (a float or bool would pass as a size
+    once made a tensor): the eager error, or under ``fullgraph=True`` Dynamo's, which quotes it."""
+    value = torch.randn(1, 6, 1, 2)
+    locations, weights = torch.rand(1, 3, 1, 1, 1, 2), torch.rand(1, 3, 1, 1, 1)
+
+    def fn(value, locations, weights):
+        return maybe_ms_deform_attn(value, pairs, locations, weights)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=fullgraph, backend="eager")
+    with pytest.raises(torch._dynamo.exc.Unsupported if fullgraph else error, match=message):
+        compiled(value, locations, weights)
