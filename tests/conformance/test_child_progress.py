@@ -74,12 +74,26 @@ def test_a_child_past_its_timeout_is_stopped(tmp_path):
 
 def test_a_child_result_is_a_subtest_the_suite_does_not_count(request, subtests):
     """The parent test's own report counts once in the suite's outcomes (a plain run's evidence
-    compares them with the tests collected), however many child results it showed."""
-    collector = Collector(request.config, None)
-    request.config.pluginmanager.register(collector)
+    compares them with the tests collected), however many child results it showed; a child's
+    skip is not shown (the run's skip count stays its own tests')."""
+
+    class Seen:
+        def __init__(self):
+            self.reports = []
+
+        def pytest_runtest_logreport(self, report):
+            self.reports.append(report)
+
+    collector, seen = Collector(request.config, None), Seen()
+    for plugin in (collector, seen):
+        request.config.pluginmanager.register(plugin)
     try:
-        as_subtests(subtests)({"nodeid": "child.py::test_passes", "outcome": "passed",
-                               "detail": ""})
+        report = as_subtests(subtests)
+        report({"nodeid": "child.py::test_passes", "outcome": "passed", "detail": ""})
+        report({"nodeid": "child.py::test_skips", "outcome": "skipped", "detail": "CUDA only"})
     finally:
-        request.config.pluginmanager.unregister(collector)
+        for plugin in (collector, seen):
+            request.config.pluginmanager.unregister(plugin)
+    assert [(type(r), r.outcome, r.context.msg) for r in seen.reports] == [
+        (pytest.SubtestReport, "passed", "child.py::test_passes")]
     assert collector.outcomes == {} and collector.seconds == {}
