@@ -97,3 +97,12 @@ def test_a_child_result_is_a_subtest_the_suite_does_not_count(request, subtests)
     assert [(type(r), r.outcome, r.context.msg) for r in seen.reports] == [
         (pytest.SubtestReport, "passed", "child.py::test_passes")]
     assert collector.outcomes == {} and collector.seconds == {}
+
+
+def test_a_plain_run_prints_each_subtest():
+    """At pytest's default verbosity a passed subtest prints nothing unless ``verbosity_subtests``
+    says so (pyproject.toml): without it a plain ``pytest -n auto`` is silent during a child."""
+    node = ("tests/conformance/test_child_progress.py::"
+            "test_a_child_result_is_a_subtest_the_suite_does_not_count")
+    result = run_pytest(ROOT, node)
+    assert "1 passed, 1 subtests passed" in result.stdout, result.stdout[-2000:]
