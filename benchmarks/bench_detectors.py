@@ -1,0 +1,262 @@
+"""Whole transformers detectors, stock against wired to our deformable-attention slots, on CUDA.
+
+Usage: ``python benchmarks/bench_detectors.py OUT.json [--families rt_detr d_fine ...]
+[--modes eager-infer eager-train compiled compiled-ro compiled-train] [--batches 1 8]
+[--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS]``
+
+Each family is transformers' default configuration (``tests/integrations/detector_families.toml``,
+``[[full]]``), random weights, at its input size (640x640 for the DETR lineage). One model object
+per family serves both variants: timed stock, then wired
+(``libreyolo.integrations.wire_deformable_attention``), then stock again after
+``unwire_deformable_attention``, so both see the same weights, allocator and clocks. Modes:
+- eager-infer: ``model.eval()`` under ``torch.no_grad()``;
+- eager-train: ``model.train()``, forward, a loss on the logits and boxes, backward (no labels, so
+  no denoising queries; no optimizer step: it does not touch attention);
+- compiled / compiled-ro: ``torch.compile(model)`` in default mode / ``mode="reduce-overhead"``,
+  inference; compiled-train: ``torch.compile(model)`` train step. Dynamo is reset between variants.
+Dtypes: fp32, and bf16 autocast (``torch.autocast("cuda", torch.bfloat16)``).
+
+Timing: CUDA events around each step after ``--warmup`` steps, the median of ``--iters``. Before
+timing, a wired inference's outputs are compared with the stock ones (max abs difference recorded).
+
+The ceiling (issue 48): the step's real deformable-attention calls, captured at the wired sites,
+are replayed alone through transformers' own core and through our slots (forward, and backward for
+a train step) under ``torch.profiler``: their device time is A_stock and A_ours. With T_stock the
+stock step's time, a wired model can at best be ``T_stock / (T_stock - A_stock + A_ours)`` faster;
+the row's target is ``1 + 0.8 (ceiling - 1)``. The attention share is A_stock over the stock step's
+device time (profiled). Writes the JSON after every row and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import libreyolo.integrations.transformers as wiring  # noqa: E402
+from libreyolo.integrations import (  # noqa: E402
+    unwire_deformable_attention,
+    wire_deformable_attention,
+)
+
+# the wiring tests' helpers: the same recorder of real calls and the same stock cores
+from tests.integrations.detectors import Recorder, _stock_core, load_families
+from tests.integrations.detectors import build as detector_build  # noqa: E402
+
+#: The default configurations the GPU tests validate (``[[full]]``), as data.
+DETECTOR_FAMILIES = load_families("full")
+FAMILIES = list(DETECTOR_FAMILIES)
+MODES = ("eager-infer", "eager-train", "compiled", "compiled-ro", "compiled-train")
+SITE_RANGE = "deformable_attention_site"
+
+
+def build(family: str, device):
+    """The family's model with seeded random weights, in train mode (each step sets its own)."""
+    model, _ = detector_build(DETECTOR_FAMILIES[family], device=device)
+    return model, DETECTOR_FAMILIES[family].image
+
+
+def make_step(model, mode: str, pixels, dtype: str):
+    """One step of ``mode`` as a no-argument callable (compiled modes compile here)."""
+    train = mode in ("eager-train", "compiled-train")
+    model.train(train)
+    runner = model
+    if mode in ("compiled", "compiled-train"):
+        runner = torch.compile(model)
+    elif mode == "compiled-ro":
+        runner = torch.compile(model, mode="reduce-overhead")
+    autocast = (torch.autocast("cuda", torch.bfloat16) if dtype == "bf16"
+                else contextlib.nullcontext())
+
+    def infer():
+        with torch.no_grad(), autocast:
+            return runner(pixel_values=pixels)
+
+    def train_step():
+        with autocast:
+            outputs = runner(pixel_values=pixels)
+            loss = outputs.logits.float().square().mean() + outputs.pred_boxes.float().sum()
+        loss.backward()
+        for parameter in model.parameters():
+            parameter.grad = None
+        return outputs
+
+    return train_step if train else infer
+
+
+def time_step(step, iters: int, warmup: int) -> float:
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def kernel_ms(work, reps: int = 3) -> float:
+    """Device time of ``work``'s kernels (and copies), ms per call, from a profiled window."""
+    from torch.profiler import ProfilerActivity, profile
+
+    work()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            work()
+        torch.cuda.synchronize()
+    device = sum(event.time_range.elapsed_us() for event in prof.events()
+                 if event.device_type == torch.autograd.DeviceType.CUDA)
+    return device / reps / 1e3
+
+
+def attention_ms(model, family, mode, pixels, dtype) -> tuple[float, float]:
+    """(stock, ours): the device time of one step's deformable-attention calls, from the step's
+    real calls (captured at the wired sites) replayed alone through transformers' own core and
+    through our slots, forward (and backward for a train step), in the step's autocast."""
+    monkeypatch = pytest.MonkeyPatch()
+    recorder = Recorder(monkeypatch)
+    wire_deformable_attention(model)
+    try:
+        make_step(model, mode, pixels, dtype)()
+    finally:
+        monkeypatch.undo()
+        unwire_deformable_attention(model)
+    stock_core = _stock_core(DETECTOR_FAMILIES[family])
+    train = mode.endswith("train")
+    autocast = (torch.autocast("cuda", torch.bfloat16) if dtype == "bf16"
+                else contextlib.nullcontext())
+
+    def replay(core_of):
+        for call in recorder.calls:
+            value, shapes, locations, weights, *rest = call.args
+            tensors = [t.detach().requires_grad_(train) for t in (value, locations, weights)]
+            with autocast:
+                out = core_of(call.route)(tensors[0], shapes, tensors[1], tensors[2], *rest)
+            if train:
+                out.backward(torch.ones_like(out))
+
+    stock = kernel_ms(lambda: replay(lambda route: stock_core))
+    ours = kernel_ms(lambda: replay(lambda route: getattr(wiring, f"_ask_{route}")))
+    return stock, ours
+
+
+def measure_row(model, family, mode, batch, dtype, side, args):
+    pixels = torch.randn(batch, 3, side, side, device="cuda",
+                         generator=torch.Generator("cuda").manual_seed(batch))
+    row = {"family": family, "mode": mode, "batch": batch, "dtype": dtype}
+    torch._dynamo.reset()
+    row["stock_ms"] = time_step(make_step(model, mode, pixels, dtype), args.iters, args.warmup)
+    torch._dynamo.reset()
+    report = wire_deformable_attention(model)
+    row["sites"] = len(report.wired)
+    if mode == "eager-infer":
+        wired_out = make_step(model, mode, pixels, dtype)()
+        unwire_deformable_attention(model)
+        stock_out = make_step(model, mode, pixels, dtype)()
+        wire_deformable_attention(model)
+        row["max_abs_logits_diff"] = (wired_out.logits.float() - stock_out.logits.float()) \
+            .abs().max().item()
+    row["ours_ms"] = time_step(make_step(model, mode, pixels, dtype), args.iters, args.warmup)
+    unwire_deformable_attention(model)
+    torch._dynamo.reset()
+    row["speedup"] = row["stock_ms"] / row["ours_ms"]
+    if args.profile and not mode.startswith("compiled"):
+        step = make_step(model, mode, pixels, dtype)
+        gpu_stock = kernel_ms(step)
+        a_stock, a_ours = attention_ms(model, family, mode, pixels, dtype)
+        ceiling = row["stock_ms"] / max(row["stock_ms"] - a_stock + a_ours, 1e-9)
+        row.update(gpu_ms_stock=gpu_stock, attn_ms_stock=a_stock, attn_ms_ours=a_ours,
+                   attn_share=a_stock / gpu_stock if gpu_stock else None,
+                   ceiling=ceiling, target=1 + 0.8 * (ceiling - 1))
+    return row
+
+
+def environment() -> dict:
+    import transformers
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "triton": triton.__version__,
+            "transformers": transformers.__version__,
+            "gpu": torch.cuda.get_device_name(), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def table(rows) -> str:
+    lines = ["| family | mode | batch | dtype | stock ms | ours ms | stock/ours | attention share "
+             "| ceiling | target | verdict |", "|" + "---|" * 11]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['family']} | {row['mode']} | {row['batch']} | {row['dtype']} | "
+                         f"failed: {row['error'][:80]} |||||||")
+            continue
+        share, ceiling, target = row.get("attn_share"), row.get("ceiling"), row.get("target")
+        verdict = "below stock" if row["speedup"] < 1.0 else (
+            "meets target" if target is None or row["speedup"] >= target
+            else "under target")
+        lines.append(
+            f"| {row['family']} | {row['mode']} | {row['batch']} | {row['dtype']} | "
+            f"{row['stock_ms']:.2f} | {row['ours_ms']:.2f} | {row['speedup']:.2f}x | "
+            f"{'' if share is None else f'{share:.0%}'} | "
+            f"{'' if ceiling is None else f'{ceiling:.2f}x'} | "
+            f"{'' if target is None else f'{target:.2f}x'} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--modes", nargs="+", default=["eager-infer", "eager-train"],
+                        choices=MODES)
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-profile", dest="profile", action="store_false")
+    parser.add_argument("--budget", type=float, default=float("inf"),
+                        help="seconds; rows left when it runs out are listed as not measured")
+    args = parser.parse_args(argv)
+    report = {"environment": environment(), "arguments": vars(args) | {"out": str(args.out)},
+              "rows": [], "not_measured": []}
+    started = time.monotonic()
+    for family in args.families:
+        model, side = build(family, "cuda")
+        for mode in args.modes:
+            for batch in args.batches:
+                for dtype in args.dtypes:
+                    if time.monotonic() - started > args.budget:
+                        report["not_measured"].append([family, mode, batch, dtype])
+                        continue
+                    try:
+                        row = measure_row(model, family, mode, batch, dtype, side, args)
+                    except Exception as exc:  # noqa: BLE001 - a failed row is reported
+                        unwire_deformable_attention(model)
+                        row = {"family": family, "mode": mode, "batch": batch, "dtype": dtype,
+                               "error": f"{type(exc).__name__}: {exc}"}
+                    print(json.dumps(row), flush=True)
+                    report["rows"].append(row)
+                    args.out.write_text(json.dumps(report, indent=2, default=str))
+        del model
+        torch.cuda.empty_cache()
+    print(table(report["rows"]))
+    if report["not_measured"]:
+        print(f"not measured (budget): {report['not_measured']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The wiring's checks on small transformers detectors, shared by the CPU tests and the
+interpreter child (``interpreted_wiring_checks.py``).
+
+A family (``detector_families.toml``) is built twice from one seed: stock, and wired. The checks:
+- the wiring finds the family's sites, and each asks its slot on every forward;
+- every real call a wired site made (captured) is within the slot's bounded contract against
+  transformers' own core in float64, output and the three input gradients: our error at most
+  ``K`` x the stock core's own float32 error plus a floor (``libreyolo.kernels.slots.MSDA_BOUND``);
+- the wired model's outputs match the stock model's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import libreyolo.integrations.transformers as wiring
+from conformance.schema.bounds import bounded_limit
+from libreyolo.kernels.slots import MSDA_BOUND
+
+FAMILIES_FILE = Path(__file__).with_name("detector_families.toml")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    config: str
+    model: str
+    overrides: dict
+    image: int
+    sites: int
+    slot: str
+    core: str
+    backbone: dict | None = None
+
+
+def load_families(table: str) -> dict[str, Family]:
+    """``family`` (small configurations, CPU) or ``full`` (the defaults, GPU) by name."""
+    with FAMILIES_FILE.open("rb") as handle:
+        return {entry["name"]: Family(**entry) for entry in tomllib.load(handle)[table]}
+
+
+FAMILIES = load_families("family")
+
+
+def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
+    """The family's stock model in eval mode, its weights from ``seed``, and an input."""
+    import transformers
+
+    arguments = dict(family.overrides)
+    if family.backbone is not None:
+        backbone = dict(family.backbone)
+        arguments["backbone_config"] = getattr(transformers, backbone.pop("class"))(**backbone)
+    torch.manual_seed(seed)
+    model = getattr(transformers, family.model)(getattr(transformers, family.config)(**arguments))
+    pixels = torch.randn(batch, 3, family.image, family.image,
+                         generator=torch.Generator().manual_seed(seed + 1))
+    return model.eval().to(device), pixels.to(device)
+
+
+@dataclass
+class Call:
+    """One real call a wired site made: which route, and its arguments (detached copies)."""
+
+    route: str  # "classic" | "ragged"
+    args: tuple
+
+
+class Recorder:
+    """Records the calls the wired sites hand to the slots (``_ask_classic``, ``_ask_ragged``),
+    and whether an implementation took each (its answer was not None)."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[Call] = []
+        self.declined = 0
+        for route in ("classic", "ragged"):
+            ask = getattr(wiring, f"_ask_{route}")
+            monkeypatch.setattr(wiring, f"_ask_{route}", self._recording(route, ask))
+
+    def _recording(self, route, ask):
+        def recorded(*args):
+            self.calls.append(Call(route, tuple(
+                a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)))
+            out = ask(*args)
+            self.declined += out is None
+            return out
+        return recorded
+
+
+def _stock_core(family: Family):
+    module, name = family.core.split(":")
+    core = getattr(importlib.import_module(module), name)
+    if isinstance(core, type):  # the MultiScaleDeformableAttention module: stateless
+        layer = core()
+
+        def classic(value, shapes, locations, weights):
+            # the forward reads the pairs only (the int64 tensor is for a hub kernel)
+            pairs = [tuple(int(n) for n in level) for level in shapes]
+            return layer(value, pairs, pairs, None, locations, weights, 64)
+        return classic
+    return core
+
+
+def _ours(route):
+    ask = getattr(wiring, f"_ask_{route}")
+
+    def ours(*args):
+        out = ask(*args)
+        assert out is not None, "no implementation took a call the wired site made"
+        return out
+    return ours
+
+
+def _run(fn, call: Call, dtype, grad_output):
+    """Output and the gradients of value, sampling locations and attention weights."""
+    value, shapes, locations, weights, *rest = call.args
+    leaves = [t.to(dtype, copy=True).requires_grad_() for t in (value, locations, weights)]
+    out = fn(leaves[0], shapes, leaves[1], leaves[2], *rest)
+    out.backward(grad_output.to(device=out.device, dtype=out.dtype))
+    # discrete sampling has no gradient through the locations: transformers' core leaves None
+    grads = [torch.zeros_like(leaf) if leaf.grad is None else leaf.grad for leaf in leaves]
+    return [t.detach().double() for t in (out, *grads)]
+
+
+def call_errors(family: Family, call: Call, ours=None):
+    """Per quantity (output, three gradients): (our error, the bound) against the stock core in
+    float64, the bound from the stock core's own error in the call's dtype."""
+    stock = _stock_core(family)
+    ours = ours or _ours(call.route)
+    value, _, locations, weights, *_ = call.args
+    dtype = wiring._widest(value, locations, weights)  # what the call ran in
+    generator = torch.Generator().manual_seed(7)
+    grad_output = torch.randn(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3],
+                              generator=generator, dtype=torch.float64)
+    oracle = _run(stock, call, torch.float64, grad_output)
+    theirs = _run(stock, call, dtype, grad_output)
+    mine = _run(ours, call, dtype, grad_output)
+    eps = torch.finfo(dtype).eps
+    rows = []
+    for name, ref, port, cand in zip(("output", "grad_value", "grad_sampling_locations",
+                                      "grad_attention_weights"), oracle, theirs, mine, strict=True):
+        limit = bounded_limit((port - ref).abs().max().item(), ref.abs().max().item(), eps,
+                              MSDA_BOUND.k, MSDA_BOUND.floor)
+        rows.append((name, (cand - ref).abs().max().item(), limit))
+    return rows
+
+
+def check_family(family: Family, monkeypatch, model_atol: float = 1e-4) -> Recorder:
+    """Every check of the module docstring on ``family``; returns the recorder for more."""
+    stock, pixels = build(family)
+    wired, _ = build(family)
+    report = wiring.wire_deformable_attention(wired)
+    assert len(report.wired) == family.sites, report
+    assert {site.slot for site in report.wired} == {family.slot}, report
+    assert not report.left, report
+    recorder = Recorder(monkeypatch)
+    with torch.no_grad():
+        expected = stock(pixel_values=pixels)
+        got = wired(pixel_values=pixels)
+    assert len(recorder.calls) == family.sites, \
+        f"{family.name}: {len(recorder.calls)} slot calls in a forward, {family.sites} sites wired"
+    assert recorder.declined == 0, f"{family.name}: {recorder.declined} calls declined"
+    for index, call in enumerate(list(recorder.calls)):  # checking calls the sites again
+        for name, error, limit in call_errors(family, call):
+            assert error <= limit, (f"{family.name} call {index}: {name} error {error:.3g} over "
+                                    f"the bound {limit:.3g}")
+    for key in ("logits", "pred_boxes"):
+        torch.testing.assert_close(getattr(got, key), getattr(expected, key), rtol=0,
+                                   atol=model_atol, msg=lambda m, k=key: f"{family.name} {k}: {m}")
+    return recorder

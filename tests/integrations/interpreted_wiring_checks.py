@@ -1,0 +1,18 @@
+"""The wiring's checks with the Triton kernels, run under TRITON_INTERPRET=1 in a child pytest
+(``test_transformers_wiring_interpreter.py`` starts it through the root conftest's
+``run_under_interpreter``): no stand-in, so the slots' in-tree Triton implementations take every
+call a wired detector makes."""
+
+import pytest
+
+pytest.importorskip("transformers", reason="the transformers extra is not installed")
+
+from libreyolo.kernels import active  # noqa: E402
+
+from .detectors import FAMILIES, check_family  # noqa: E402
+
+
+@pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
+def test_a_wired_detector_runs_the_triton_kernels_within_the_bound(family, monkeypatch):
+    assert active()[family.slot] == "triton", active()
+    check_family(family, monkeypatch)

@@ -1,0 +1,56 @@
+"""The wiring on a CUDA GPU with the Triton kernels: every family's default configuration at its
+input size, batch 1 and 8, float32 and bfloat16 autocast. Each real call a wired site makes is
+within the slot's bounded contract against transformers' own core in float64 (output and input
+gradients), and the wired model's outputs match the stock model's."""
+
+import contextlib
+import os
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                       reason="compiled kernels cannot share a process with the interpreter"),
+]
+pytest.importorskip("transformers", reason="the transformers extra is not installed")
+pytest.importorskip("triton", reason="the triton extra is not installed")
+
+import libreyolo.integrations.transformers as wiring  # noqa: E402
+from libreyolo.kernels import active  # noqa: E402
+
+from .detectors import Recorder, build, call_errors, load_families  # noqa: E402
+
+FULL = load_families("full")
+#: The wired model against the stock one: decoders refine boxes layer after layer, so a rounding
+#: difference at one site moves later outputs by more than one rounding; bf16 autocast rounds
+#: every projection to 8 bits of mantissa.
+MODEL_ATOL = {"fp32": 1e-3, "bf16": 5e-2}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("family", FULL.values(), ids=lambda f: f.name)
+def test_a_wired_default_detector_runs_our_kernels_within_the_bound(family, batch, dtype,
+                                                                    monkeypatch):
+    assert active()[family.slot] in ("triton", "hub"), active()
+    stock, pixels = build(family, batch=batch, device="cuda")
+    autocast = (torch.autocast("cuda", torch.bfloat16) if dtype == "bf16"
+                else contextlib.nullcontext())
+    with torch.no_grad(), autocast:
+        expected = stock(pixel_values=pixels)
+    report = wiring.wire_deformable_attention(stock)
+    assert len(report.wired) == family.sites and not report.left, report
+    recorder = Recorder(monkeypatch)
+    with torch.no_grad(), autocast:
+        got = stock(pixel_values=pixels)
+    calls = list(recorder.calls)  # checking calls the sites again
+    assert len(calls) == family.sites and recorder.declined == 0
+    for index in (0, len(calls) - 1):  # the first and last sites of the model
+        for name, error, limit in call_errors(family, calls[index]):
+            assert error <= limit, f"call {index}: {name} error {error:.3g} over {limit:.3g}"
+    for key in ("logits", "pred_boxes"):
+        torch.testing.assert_close(getattr(got, key).float(), getattr(expected, key).float(),
+                                   rtol=0, atol=MODEL_ATOL[dtype])
