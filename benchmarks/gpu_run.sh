@@ -8,9 +8,10 @@
 #   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
 #     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile profile-compile
-#     controls-gpu
+#     controls-gpu bench-detectors
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
-#     bench-msda-det, bench-compile, profile-compile and controls-gpu, in that order)
+#     bench-msda-det, bench-compile, profile-compile, controls-gpu and bench-detectors, in that
+#     order)
 #   records: `python -m conformance.evidence.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
@@ -129,13 +130,19 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/attention/test_fused_sdpa_inputs.py \
             tests/attention/test_ragged_triton_cuda.py tests/registry/test_triton_launch_cuda.py \
             tests/kernels/quant/fp8_linear_checks.py tests/attention/test_deterministic_cuda.py \
-            tests/kernels/test_operators.py tests/kernels/test_compiled_modules.py} ;;
+            tests/kernels/test_operators.py tests/kernels/test_compiled_modules.py tests/hostile \
+            tests/integrations/test_transformers_wiring_cuda.py} ;;
     declarations)
         # issue 20 on a real capture: the registry declines a backend declaring no graph capture
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph
         # cells declared unsupported, and the same function registered undeclared fails them
         run declarations 300 python3 -m pytest -v -s -p no:cacheprovider \
             tests/registry/test_capabilities.py tests/conformance/test_declarations.py ;;
+    bench-detectors)
+        # whole transformers detectors, stock against wired (DETECTORS_ARGS: more options, e.g.
+        # "--modes compiled compiled-ro --families rt_detr --batches 1")
+        run bench-detectors 560 python3 benchmarks/bench_detectors.py \
+            "$OUT/bench_detectors.json" ${DETECTORS_ARGS:-} ;;
     bench-fq)
         run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)
