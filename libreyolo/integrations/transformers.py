@@ -224,6 +224,28 @@ def _global_core(module: nn.Module):
     return None
 
 
+#: (forward, core name) -> the forward rebound: one per class and core, shared by every wired
+#: instance. torch.compile keeps what it compiled per code object and installs its compiled
+#: functions in the frame's globals; instances each with their own copy of the globals met a
+#: cache entry made for another copy (NameError on ``__compiled_fn_...``).
+_REBOUND: dict[tuple[Callable, str], Callable] = {}
+
+
+def _rebound(forward: Callable, name: str, router: Callable, stock: Callable) -> Callable:
+    """``forward``'s code run with ``name`` bound to ``router(stock)``, in a copy of its
+    module's globals made once (the module itself is untouched)."""
+    rebound = _REBOUND.get((forward, name))
+    if rebound is None:
+        namespace = dict(forward.__globals__)
+        namespace[name] = router(stock)
+        rebound = types.FunctionType(forward.__code__, namespace, forward.__name__,
+                                     forward.__defaults__, forward.__closure__)
+        rebound.__kwdefaults__ = forward.__kwdefaults__
+        rebound.__qualname__, rebound.__doc__ = forward.__qualname__, forward.__doc__
+        _REBOUND[(forward, name)] = rebound
+    return rebound
+
+
 def _wire_global(module: nn.Module, found) -> str | None:
     """Give the module a forward that runs the class's code with the core's name bound to its
     router, in a copy of the defining module's globals (the module itself is untouched)."""
@@ -233,12 +255,7 @@ def _wire_global(module: nn.Module, found) -> str | None:
         return f"its forward is wrapped ({forward.__qualname__}); the call to {name} is inside"
     if _parameters(stock) != parameters:
         return f"{name} takes {_parameters(stock)}, the wiring is written for {parameters}"
-    namespace = dict(forward.__globals__)
-    namespace[name] = router(stock)
-    rebound = types.FunctionType(forward.__code__, namespace, forward.__name__,
-                                 forward.__defaults__, forward.__closure__)
-    rebound.__kwdefaults__ = forward.__kwdefaults__
-    rebound.__qualname__, rebound.__doc__ = forward.__qualname__, forward.__doc__
+    rebound = _rebound(forward, name, router, stock)
     had = "forward" in module.__dict__
     module.__dict__[_UNDO] = _Undo("forward", had, module.__dict__.get("forward"),
                                    types.MethodType(forward, module))

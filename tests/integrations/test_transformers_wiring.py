@@ -199,3 +199,22 @@ def test_a_stand_in_that_errs_is_caught_at_the_call(portable_cores, monkeypatch)
 
     errors = call_errors(family, recorder.calls[0], ours=scaled)
     assert errors[0][1] > errors[0][2]  # the output's error exceeds its bound
+
+
+def _graph_breaks(model, pixels) -> int:
+    torch._dynamo.reset()
+    with torch.no_grad():
+        return torch._dynamo.explain(model)(pixel_values=pixels).graph_break_count
+
+
+@pytest.mark.parametrize("name", ["rt_detr", "rt_detr_v2_discrete"])
+def test_wiring_adds_no_graph_break(name, portable_cores):
+    """RT-DETR compiles whole, wired or not; RT-DETRv2's own code breaks the graph at transformers'
+    ``.item()`` checks, and wired it breaks at exactly those. Its sites are rebound forwards: every
+    instance shares one rebound function, which torch.compile needs (it keeps compiled code per
+    code object, its compiled functions in the frame's globals)."""
+    stock, pixels = build(FAMILIES[name])
+    expected = _graph_breaks(stock, pixels)
+    wire_deformable_attention(stock)
+    assert _graph_breaks(stock, pixels) == expected
+    assert name != "rt_detr" or expected == 0
