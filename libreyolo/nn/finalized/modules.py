@@ -29,6 +29,7 @@ from libreyolo.quant import validation as v
 from libreyolo.quant.formats import E4M3, int_qmax
 from libreyolo.quant.numerics import finite_amax, scale_from_amax
 
+from ..conv_weight import conv_weight_as_matrix, matrix_as_conv_weight
 from ..input_layout import quantize_input
 from .formats import _PACKED_INTEGERS, ACTIVATION_FORMATS, WEIGHT_FORMATS
 
@@ -480,16 +481,10 @@ class FinalizedConv2d(_Finalized):
 
     @staticmethod
     def _matrix_of_weight(w: torch.Tensor) -> torch.Tensor:
-        """(out, in/groups, kh, kw) -> (out * kh * kw, in/groups): input channels last."""
-        return w.permute(0, 2, 3, 1).reshape(-1, w.shape[1])
+        return conv_weight_as_matrix(w)
 
     def _weight_of_matrix(self, matrix: torch.Tensor) -> torch.Tensor:
-        kh, kw = self.kernel_size
-        weight = matrix.reshape(self.out_channels, kh, kw, matrix.shape[1]).permute(0, 3, 1, 2)
-        # a copy with the standard strides: `.contiguous()` keeps a 1x1 kernel's permuted strides
-        # (size-1 dims pass as contiguous), and the CPU convolution reads them as channels-last,
-        # choosing another algorithm with other bits than an nn.Conv2d weight gets
-        return weight.clone(memory_format=torch.contiguous_format)
+        return matrix_as_conv_weight(matrix, self.out_channels, self.kernel_size)
 
     def _check_input(self, x) -> None:
         super()._check_input(x)

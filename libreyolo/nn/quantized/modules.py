@@ -44,6 +44,7 @@ from torch import nn
 
 from libreyolo.kernels import ops
 
+from ..conv_weight import conv_weight_as_matrix, matrix_as_conv_weight
 from ..input_layout import quantize_input
 from .recipes import Recipe, get_recipe
 
@@ -301,12 +302,10 @@ class QuantConv2d(_Quantized, nn.Conv2d):
 
     @staticmethod
     def _matrix_of_weight(w: torch.Tensor) -> torch.Tensor:
-        return w.permute(0, 2, 3, 1).reshape(-1, w.shape[1])
+        return conv_weight_as_matrix(w)
 
     def _weight_of_matrix(self, matrix: torch.Tensor) -> torch.Tensor:
-        kh, kw = self.kernel_size
-        weight = matrix.reshape(self.out_channels, kh, kw, matrix.shape[1]).permute(0, 3, 1, 2)
-        return weight.clone(memory_format=torch.contiguous_format)  # as FinalizedConv2d's
+        return matrix_as_conv_weight(matrix, self.out_channels, self.kernel_size)
 
     def _layer(self, x, weight, bias):
         return F.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
