@@ -5,8 +5,9 @@ Usage: ``python benchmarks/peers/build_deformable_detr.py SOURCE [--build-dir DI
 optionally a ``COMMIT`` file naming the commit it came from. Nothing of it is committed here:
 the sources are copied to a temporary folder, brought up to date for current PyTorch and nvcc
 13 (the edits below), and compiled with ``torch.utils.cpp_extension.load``.
-``load_op(SOURCE)`` returns the op's module and the commit; ``benchmarks/bench_ms_deform_attn.py``
-calls it when ``LIBREYOLO_PEER_DEFORMABLE_DETR`` is set.
+``load_op(SOURCE)`` returns the op's module and the commit;
+``benchmarks/bench/bench_ms_deform_attn.py`` calls it when ``LIBREYOLO_PEER_DEFORMABLE_DETR`` is
+set.
 """
 
 from __future__ import annotations

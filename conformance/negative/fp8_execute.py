@@ -102,5 +102,5 @@ CONTROLS = [
      "bounded: a transposed weight computes another product"),
     ("fp8-gemm-bf16-accumulation", bfloat16_accumulation,
      "bounded: bfloat16 accumulation's error grows with K past the bound of either output "
-     "dtype (benchmarks/control_margins.py measures by how much, per case and device)"),
+     "dtype (benchmarks/sweeps/control_margins.py measures by how much, per case and device)"),
 ]

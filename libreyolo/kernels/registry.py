@@ -105,8 +105,8 @@ class KernelOutputError(RuntimeError):
     something other than the slot's declared output: nothing else may run those inputs now."""
 
 
-#: Benchmark-only knob (``benchmarks/bench_host.py --judge off``): False skips binding each call
-#: to the slot's signature up front and judging what an accelerated implementation returns
+#: Benchmark-only knob (``benchmarks/bench/bench_host.py --judge off``): False skips binding each
+#: call to the slot's signature up front and judging what an accelerated implementation returns
 #: against the slot's declared output. Never turn it off elsewhere: a wrong-shaped, wrong-dtype
 #: or wrong-device result would then reach the caller.
 JUDGE_OUTPUTS = True

@@ -15,8 +15,8 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs TRITON_INTERPRET=1 before triton kernels are imported",
                 allow_module_level=True)
 
-from benchmarks.bench_ms_deform_attn import profiled_steps  # noqa: E402
-from benchmarks.profile_ms_deform_attn import (  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import profiled_steps  # noqa: E402
+from benchmarks.profiles.msda_host_profile import (  # noqa: E402
     GROUPS,
     Profile,
     Roots,

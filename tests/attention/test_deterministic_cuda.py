@@ -1,6 +1,6 @@
 """The deterministic MSDA backward compiled on a CUDA GPU (``deterministic.py``), on every row of
 the speed table (the medium and large cases of both shape sets, as
-``benchmarks/bench_ms_deform_attn.py`` and ``bench_ms_deform_attn_ragged.py`` time them): under
+``benchmarks/bench/bench_ms_deform_attn.py`` and ``bench_ms_deform_attn_ragged.py`` time): under
 ``torch.use_deterministic_algorithms(True)`` ten forward+backward runs give the same output and
 gradients bit for bit, and the suite's bounded contract against float64 holds with the
 fixed-point term far inside it; outside the mode the atomic backward still runs. Also: CUDA-graph

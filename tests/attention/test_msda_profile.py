@@ -1,4 +1,4 @@
-"""The host-time profile of eager MSDA calls (``benchmarks/profile_ms_deform_attn.py``): its
+"""The host-time profile of eager MSDA calls (``benchmarks/profiles/msda_host_profile.py``): its
 grouping by owner on synthetic profiler entries here, and on a real interpreted call in
 ``profile_interpreted_checks.py`` (a child process with TRITON_INTERPRET=1)."""
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.profile_ms_deform_attn import Roots, classify, group_stats
+from benchmarks.profiles.msda_host_profile import Roots, classify, group_stats
 
 ROOTS = Roots(ours="/repo/libreyolo", triton="/site/triton", torch="/site/torch",
               loop="/repo/benchmarks", peer="/repo/.peers/Deformable-DETR")
@@ -22,7 +22,7 @@ ROOTS = Roots(ours="/repo/libreyolo", triton="/site/triton", torch="/site/torch"
     (("~", 0, "<built-in method torch.zeros>"), "torch"),
     (("/site/torch/autograd/__init__.py", 255, "backward"), "torch"),
     (("/site/torch/cuda/__init__.py", 1080, "synchronize"), "sync"),
-    (("/repo/benchmarks/bench_ms_deform_attn.py", 180, "forward"), "other"),
+    (("/repo/benchmarks/bench/bench_ms_deform_attn.py", 180, "forward"), "other"),
     (("~", 0, "<built-in method builtins.isinstance>"), None),
     (("/usr/lib/python3.12/contextlib.py", 132, "__enter__"), None),
     (("/repo/libreyolo_extra/x.py", 1, "f"), None),  # a sibling folder is not ours

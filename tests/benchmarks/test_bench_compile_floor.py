@@ -4,7 +4,7 @@ floor would not be the floor of a slot call."""
 
 import torch
 
-from benchmarks.bench_compile import floor_op
+from benchmarks.bench.bench_compile import floor_op
 
 
 def test_the_floor_op_is_a_well_formed_custom_op():

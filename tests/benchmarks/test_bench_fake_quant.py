@@ -8,7 +8,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from benchmarks.bench_fake_quant import CONFIGS, bytes_moved, make_arguments  # noqa: E402
+from benchmarks.bench.bench_fake_quant import CONFIGS, bytes_moved, make_arguments  # noqa: E402
 from libreyolo.kernels.quant.simulate.plan import INLINE_AMAX_TILES, PLANNERS  # noqa: E402
 
 SMALL = (64, 1024)  # one NVFP4 program finds its own amax: one read

@@ -4,7 +4,7 @@ with its error and judged nowhere."""
 
 import pytest
 
-from benchmarks.bench_qat import table, verdicts
+from benchmarks.bench.bench_qat import table, verdicts
 
 
 def _row(mode, recipe, ms, impl="kernels"):

@@ -13,7 +13,7 @@ this repository's Python and torch's allocations: each call runs the real regist
 plan cache and launch planning, with the kernels' launches replaced by a no-op
 (``triton_launch.Launcher.__call__``, the ``launches_stubbed`` fixture of this folder's
 ``conftest.py``), so neither Triton's launcher nor the device is measured
-(``benchmarks/bench_host.py`` times those, on the GPU). The providers take CPU tensors under
+(``benchmarks/bench/bench_host.py`` times those, on the GPU). The providers take CPU tensors under
 ``TRITON_INTERPRET=1``, which the fixture sets; an interpreted launch never runs.
 
 The numbers are this machine's (the 2-core CI machine's, or a laptop's); compare runs made on the
@@ -33,7 +33,7 @@ import torch
 pytest.importorskip("triton")
 pytest.importorskip("pytest_benchmark")
 
-from benchmarks.bench_host import CALLS_FILE, arguments, noop_call, which_ran  # noqa: E402
+from benchmarks.bench.bench_host import CALLS_FILE, arguments, noop_call, which_ran  # noqa: E402
 from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
 
 CALLS = tomllib.loads(CALLS_FILE.read_text())["call"]

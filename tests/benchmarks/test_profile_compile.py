@@ -3,16 +3,10 @@ registry as it found it (on CPU: the reference answers, so its run is the time s
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import profile_compile  # noqa: E402
-
-from libreyolo.kernels import capabilities, ops, registry  # noqa: E402
+from benchmarks.profiles import profile_compile
+from libreyolo.kernels import capabilities, ops, registry
 
 
 def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():

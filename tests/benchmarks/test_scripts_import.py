@@ -1,6 +1,6 @@
-"""Every benchmark script loads as `benchmarks/gpu_run.sh` runs it (`python benchmarks/X.py`: the
-script's folder first on the path), so a module moved elsewhere in the tree breaks CI here, not a
-GPU call. Loading runs each script's imports and definitions, not its `__main__` block."""
+"""Every benchmark script loads as `benchmarks/gpu_run.sh` runs it (`python benchmarks/FOLDER/X.py`:
+the script's folder first on the path), so a module moved elsewhere in the tree breaks CI here, not
+a GPU call. Loading runs each script's imports and definitions, not its `__main__` block."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+#: The scripts of every folder (benchmarks/README.md: what each holds), and any left at the top.
+SCRIPTS = sorted(p for p in (ROOT / "benchmarks").glob("**/*.py") if p.name != "__init__.py")
 _LOAD = textwrap.dedent("""
     import runpy, sys, traceback
     failed = []

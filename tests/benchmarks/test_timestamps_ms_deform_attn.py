@@ -11,8 +11,8 @@ import torch
 pytest.importorskip("triton")
 pytest.importorskip("pytest_benchmark")
 
-from benchmarks import timestamps_ms_deform_attn as tool  # noqa: E402
-from benchmarks.bench_ms_deform_attn import _NoAutogradWork  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import _NoAutogradWork  # noqa: E402
+from benchmarks.profiles import timestamps_ms_deform_attn as tool  # noqa: E402
 from conformance.inputs.ms_deform_attn_cases import load_cases  # noqa: E402
 from libreyolo.kernels import triton_launch  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn.triton_provider import (  # noqa: E402

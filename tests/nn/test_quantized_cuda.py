@@ -36,7 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import libreyolo.kernels as kernels  # noqa: E402
-from benchmarks.qat_models import YoloLikeStack, yolo_batch  # noqa: E402
+from benchmarks.bench.qat_models import YoloLikeStack, yolo_batch  # noqa: E402
 from examples.digits_qat import DigitsNet, cross_entropy  # noqa: E402
 from libreyolo.kernels import KernelDisabledWarning, ops  # noqa: E402
 from libreyolo.nn.quantized import calibrate, convert, prepare  # noqa: E402

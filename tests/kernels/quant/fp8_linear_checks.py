@@ -177,7 +177,7 @@ def test_the_prologue_is_exact_on_every_bfloat16_pattern_under_dynamic_scales(fm
     mode gives bfloat16 rows (``amax / 448``, amax drawn over every binade, so divisors inside
     and outside the FMA division's [2^-64, 2^64]), with either division; the interpreter
     always divides with ``tl.div_rn`` (its ``tl.fma`` rounds twice). The H200's run of the full
-    space (every amax, bf16 and fp16): ``benchmarks/sweep_fp8_prologue.py``."""
+    space (every amax, bf16 and fp16): ``benchmarks/sweeps/sweep_fp8_prologue.py``."""
     if INTERPRETING and fma_division:
         pytest.skip("the interpreter has no exact fma: its launches divide with tl.div_rn")
     monkeypatch.setattr(fp8_launch, "FMA_DIVISION", fma_division)

@@ -30,7 +30,7 @@ from libreyolo.kernels.quant.execute.unpack_plan import PLANNERS  # noqa: E402
 from libreyolo.kernels.settings import interpreting  # noqa: E402
 from libreyolo.quant import packing  # noqa: E402
 
-# (slot, pack arguments after the weight): the formats of benchmarks/bench_unpack.py
+# (slot, pack arguments after the weight): the formats of benchmarks/bench/bench_unpack.py
 FORMATS = [("unpack_int_grouped", (4, 128)), ("unpack_int_grouped", (8, 128)),
            ("unpack_nvfp4", ()), ("unpack_mxfp4", ()), ("unpack_mxfp8", ())]
 POINTER_TYPES = {torch.uint8: "*u8", torch.float32: "*fp32", torch.float16: "*fp16",

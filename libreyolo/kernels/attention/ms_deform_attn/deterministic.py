@@ -59,8 +59,8 @@ pass over the output gradient and the weights, and one over the value gradient (
 written per element); the int64 adds are relaxed atomics (the float32 path's are acq_rel).
 Under deterministic mode torch also fills every ``torch.empty`` with NaN
 (``torch.utils.deterministic.fill_uninitialized_memory``): the forward and the backward's
-buffers pay that, the kernels' work does not need it. ``benchmarks/bench_msda_deterministic.py``
-measures it against the atomic backward.
+buffers pay that, the kernels' work does not need it.
+``benchmarks/bench/bench_msda_deterministic.py`` measures it against the atomic backward.
 
 **Plans.** A plan does not depend on the mode: the flag is read per backward call. The plan
 keeps its launches (its ``launches``, as every plan does: ``triton_launch.Launcher``): the

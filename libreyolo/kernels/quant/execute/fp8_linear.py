@@ -40,7 +40,7 @@ POLICY_FILE = Path(__file__).with_name("fp8_policy.toml")
 ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
 #: The longest reduction whose GEMM keeps its sums in the FP8 tensor cores' own accumulator by
 #: default: up to here its error against float64 measured below bf16 ``F.linear``'s on the same
-#: operands, above it not (``benchmarks/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
+#: operands, above it not (``benchmarks/profiles/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
 #: "Accumulation").
 FAST_ACCUMULATION_MAX_K = 1024
 #: (id(tensor), what was made of it) -> (a weak reference to the tensor, its version, what was

@@ -1,6 +1,6 @@
 """Benchmark the fused FP8 linear against bf16 on the H200, and emit the policy it supports.
 
-    python benchmarks/bench_fp8.py RESULTS.json [--policy fp8_policy.toml] [--repeats 50]
+    python benchmarks/bench/bench_fp8.py RESULTS.json [--policy fp8_policy.toml] [--repeats 50]
 
 (The script selects the FP8 implementations by name while they await their parity records:
 ``LIBREYOLO_KERNELS=fp8_cast_dynamic=triton,...``.) Side by side, in one run:
@@ -34,6 +34,8 @@ import contextlib
 import json
 import os
 import statistics
+import sys
+from pathlib import Path
 
 os.environ.setdefault("LIBREYOLO_KERNELS", ",".join(
     f"{slot}={name}" for slot, name in (
@@ -43,8 +45,10 @@ os.environ.setdefault("LIBREYOLO_KERNELS", ",".join(
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from bench_fake_quant import L2_FLUSH_BYTES, times_ms  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.bench.bench_fake_quant import L2_FLUSH_BYTES, times_ms  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_gemm, fp8_launch  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
@@ -346,7 +350,7 @@ def conv3x3(repeats, flush, gen) -> dict:
 def policy_toml(layers: list[dict], device: str) -> str:
     """Regions where the fused path won: for each winning layer's (N, K), every M at least as
     large (the GEMM only gets more compute-bound with M, and the prologue's share stays)."""
-    lines = ["# Made by benchmarks/bench_fp8.py; measurements in docs/performance.md, "
+    lines = ["# Made by benchmarks/bench/bench_fp8.py; measurements in docs/performance.md, "
              "\"FP8 linear, per layer\".",
              f'devices = ["{device}"]', ""]
     for row in layers:

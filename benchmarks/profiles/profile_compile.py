@@ -1,6 +1,6 @@
 """Where a compiled slot call's time goes, on a CUDA GPU: the host side and the kernels.
 
-Usage: ``python benchmarks/profile_compile.py OUT.txt [--any-device]``
+Usage: ``python benchmarks/profiles/profile_compile.py OUT.txt [--any-device]``
 
 ``bench_compile.py`` measures compiled calls slower than eager (a fake-quant call's host time
 ~4x eager's, the FP8 ViT-L MLP compiled slower than eager); this says why, for the next change:
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.bench_host import profile_table  # noqa: E402
+from benchmarks.bench.bench_host import profile_table  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
 
 CALLS = 2000
@@ -149,7 +149,7 @@ def synchronizes(fn, x) -> str:
 def main(out: str, any_device: bool = False) -> None:
     parts = []
     if any_device:
-        from benchmarks.bench_compile import engage_fp8_policy_anywhere
+        from benchmarks.bench.bench_compile import engage_fp8_policy_anywhere
 
         engage_fp8_policy_anywhere()
         parts.append(f"## --any-device: the FP8 policy engages on {torch.cuda.get_device_name()}")
@@ -181,7 +181,7 @@ def main(out: str, any_device: bool = False) -> None:
         parts.append(f"## the FP8 MLP's path: policy engages "
                      f"{fp8_linear._policy_engages(x, layers[0][0], layers[1][0])}, folded path "
                      f"{'declined' if fp8_linear.fused_fp8_mlp(x, *layers) is None else 'runs'}")
-        from benchmarks.bench_ms_deform_attn import interleaved_eager
+        from benchmarks.bench.bench_ms_deform_attn import interleaved_eager
 
         models = {"eager": mlp, "compiled": torch.compile(mlp)}
         for name, model in models.items():

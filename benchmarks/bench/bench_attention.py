@@ -1,6 +1,6 @@
 """Benchmark fused (SDPA) against manual attention at every family call site on a CUDA GPU.
 
-Usage: ``python benchmarks/bench_attention.py OUT.json [--rounds 25] [--calls 16] [--iters 30]
+Usage: ``python benchmarks/bench/bench_attention.py OUT.json [--rounds 25] [--calls 16] [--iters 30]
 [--sites SITE_ID ...]``
 
 For each call site of ``libreyolo/kernels/attention/families.toml``, at its real sizes, under
@@ -67,9 +67,9 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.bench_ms_deform_attn import time_graph_ms  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import time_graph_ms  # noqa: E402
 from conformance.reporting.attention_evidence import prepared  # noqa: E402
 from libreyolo.kernels.attention import families  # noqa: E402
 from libreyolo.nn import attention as nn_attention  # noqa: E402

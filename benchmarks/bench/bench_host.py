@@ -1,7 +1,8 @@
 """Host time of the slot call path (issue #12): the registry's own overhead, and each fake-quant
 and unpack slot's per-call host time on a 64K-element tensor.
 
-    python benchmarks/bench_host.py RESULTS.json [--calls 2000] [--rounds 7] [--profile PROF.txt]
+    python benchmarks/bench/bench_host.py RESULTS.json [--calls 2000] [--rounds 7] \
+        [--profile PROF.txt]
 
 1. Registry overhead: ``dispatch`` of a slot whose newest implementation is a no-op (without and
    with an ``accepts``), minus a direct call of the same no-op: what the registry adds per call.
@@ -49,7 +50,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from libreyolo.kernels import dispatch, ops, register, registry, unregister  # noqa: E402
 

@@ -2,7 +2,7 @@
 configuration and bfloat16 rounding) into one JSON and say, per format and dtype, which
 configuration came closest to the device copy.
 
-    python benchmarks/sweep_unpack_tiles.py OUT.json RUN.json [RUN.json ...]
+    python benchmarks/sweeps/sweep_unpack_tiles.py OUT.json RUN.json [RUN.json ...]
 
 A configuration counts for a row only where its bits equal the reference and the slot call took
 one launch (the kernel ran); the pick is the highest share of the copy among runs with the

@@ -7,7 +7,7 @@ shape-set case of the `thorough` profile (first dtype and layout, as the matrix 
 through the suite's own cell on DEVICE, and the worst quantity's error over its bound is printed
 (> 1: rejected) with the contract's k and floor.
 
-    python benchmarks/control_margins.py cpu|cuda [OUT.json] [SLOT,SLOT...]
+    python benchmarks/sweeps/control_margins.py cpu|cuda [OUT.json] [SLOT,SLOT...]
 """
 
 from __future__ import annotations

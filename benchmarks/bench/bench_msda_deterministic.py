@@ -1,6 +1,6 @@
 """The deterministic MSDA backward against the atomic one, on every row of the speed table.
 
-Usage: ``python benchmarks/bench_msda_deterministic.py OUT.json [--dtype float32] [--iters 60]
+Usage: ``python benchmarks/bench/bench_msda_deterministic.py OUT.json [--dtype float32] [--iters 60]
 [--rounds 5] [--cases NAME ...] [--skip-check]``
 
 Rows: the medium and large cases of both shape sets, the ones ``bench_ms_deform_attn.py`` and
@@ -41,9 +41,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402

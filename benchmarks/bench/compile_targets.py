@@ -1,6 +1,7 @@
 """What `bench_compile.py` is judged against (issue 37), in one place: the benchmark prints its
-verdicts against these, and `perf_tables.py` renders docs/performance.md's table against them,
-so a target cannot differ between a run and the page. Standard library only, like the tables."""
+verdicts against these, and `benchmarks/rendering/` renders docs/performance.md's table against
+them, so a target cannot differ between a run and the page. Standard library only, like the
+tables."""
 
 #: A compiled call within this of the eager call (queued windows), and a reduce-overhead replay
 #: within this of the eager call captured by hand.

@@ -2,8 +2,8 @@
 time against a same-size device copy for each tile shape and E4M3 conversion (issue #17,
 "bench_fp8.py v2", "FP8 prologue v3").
 
-    python benchmarks/sweep_fp8_prologue.py RESULTS.json [--repeats 30]
-    TRITON_INTERPRET=1 python benchmarks/sweep_fp8_prologue.py out.json --dry-run  # CPU, a slice
+    python benchmarks/sweeps/sweep_fp8_prologue.py RESULTS.json [--repeats 30]
+    TRITON_INTERPRET=1 python benchmarks/sweeps/sweep_fp8_prologue.py out.json --dry-run  # CPU
 
 1. bits: every bfloat16 and every float16 bit pattern (65536) quantized with every scale the
    dynamic mode can give that dtype (``amax / 448`` for each finite positive amax, and 1), plus
@@ -29,15 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
-from bench_fake_quant import L2_FLUSH_BYTES, times_ms
 
-from libreyolo.kernels.quant.execute import fp8_launch
-from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic, plan_fp8_cast_static
-from libreyolo.quant import fp8_execute as ref
-from libreyolo.quant import quantizers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.bench.bench_fake_quant import L2_FLUSH_BYTES, times_ms  # noqa: E402
+from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_plan import plan_fp8_cast_dynamic, plan_fp8_cast_static  # noqa: E402
+from libreyolo.quant import fp8_execute as ref  # noqa: E402
+from libreyolo.quant import quantizers  # noqa: E402
 
 #: (tile elements, elements a thread, FMA division, hardware E4M3 conversion), the shipped one
 #: first. v2's run (2026-12-01) measured (4096|2048|8192, 16|32, ...) with the software

@@ -1,6 +1,6 @@
 """Benchmark the Triton unpack kernel against a device copy and the reference unpack (H200).
 
-    LIBREYOLO_KERNELS=triton python benchmarks/bench_unpack.py RESULTS.json [--repeats 100]
+    LIBREYOLO_KERNELS=triton python benchmarks/bench/bench_unpack.py RESULTS.json [--repeats 100]
 
 (``LIBREYOLO_KERNELS=triton`` selects the kernel while it awaits its parity record, so the slot
 call measures it.) For every packed format and output dtype, at a 4096x4096 weight and at 256M
@@ -32,19 +32,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
-from bench_fake_quant import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.bench.bench_fake_quant import (  # noqa: E402
     L2_FLUSH_BYTES,
     REFERENCE_REPEATS,
     count_launches,
     median_round,
     times_ms,
 )
-from bench_fake_quant import environment as fake_quant_environment
-
+from benchmarks.bench.bench_fake_quant import environment as fake_quant_environment  # noqa: E402
 from libreyolo.kernels import ops
 from libreyolo.kernels.quant.execute import unpack_plan, unpack_tiles
 from libreyolo.kernels.quant.execute.unpack_launch import run

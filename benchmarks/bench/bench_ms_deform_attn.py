@@ -1,8 +1,8 @@
 """Benchmark the ms_deform_attn Triton kernels on a CUDA GPU, side by side with Deformable
 DETR's compiled op when a source checkout of it is given.
 
-Usage: ``[LIBREYOLO_PEER_DEFORMABLE_DETR=DIR] python benchmarks/bench_ms_deform_attn.py OUT.json
-[--dtype float32] [--iters 50]``
+Usage: ``[LIBREYOLO_PEER_DEFORMABLE_DETR=DIR] python benchmarks/bench/bench_ms_deform_attn.py
+OUT.json [--dtype float32] [--iters 50]``
 
 For each real configuration of the shape set (medium and large cases): check the Triton
 implementation against the float64 portable core on fresh random inputs (bounded contract,
@@ -55,12 +55,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.profile_ms_deform_attn import (  # noqa: E402
+from benchmarks.profiles.msda_host_profile import (  # noqa: E402
     DEFAULT_CASES as DEFAULT_PROFILE_CASES,
 )
-from benchmarks.profile_ms_deform_attn import profile_cases  # noqa: E402
+from benchmarks.profiles.msda_host_profile import profile_cases  # noqa: E402
 from conformance.inputs.ms_deform_attn_cases import load_cases, make_inputs  # noqa: E402
 from conformance.running.ms_deform_attn_parity import bounded_check  # noqa: E402
 from libreyolo.kernels.attention.ms_deform_attn import maybe_ms_deform_attn  # noqa: E402

@@ -1,9 +1,9 @@
 """Benchmark a QAT training step (forward, backward, optimizer) of detector-sized models on CUDA.
 
-Usage: ``python benchmarks/bench_qat.py OUT.json [--models yolo decoder] [--modes eager compiled
-reduce-overhead graphed] [--steps 20] [--warmup 5]``
+Usage: ``python benchmarks/bench/bench_qat.py OUT.json [--models yolo decoder] [--modes eager
+compiled reduce-overhead graphed] [--steps 20] [--warmup 5]``
 
-Models (``benchmarks/qat_models.py``): the transformer blocks of an RT-DETR-like decoder (6
+Models (``benchmarks/bench/qat_models.py``): the transformer blocks of an RT-DETR-like decoder (6
 layers, d_model 256, FFN 1024, 300 queries, batch 8, memory of 8400 tokens) and a YOLO-like conv
 stack (channels 64-256 at 80x80 to 20x20, batch 16); ``yolo_channels_last``, not run by default,
 is the stack in channels-last memory. Every step runs under bf16 autocast (the
@@ -50,9 +50,9 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.qat_models import (  # noqa: E402
+from benchmarks.bench.qat_models import (  # noqa: E402
     DetrLikeDecoder,
     YoloLikeStack,
     decoder_batch,

@@ -2,7 +2,7 @@
 cost in accuracy, and up to which K does it stay as accurate as bf16 ``F.linear``? (issue 17:
 the MLP's 1.4x is bounded by the two GEMMs; ``fp8_linear.FAST_ACCUMULATION_MAX_K``.)
 
-    python benchmarks/probe_fp8_fast_accum.py OUT.json     # on a CUDA GPU with FP8 (sm_89+)
+    python benchmarks/profiles/probe_fp8_fast_accum.py OUT.json  # on a CUDA GPU with FP8 (sm_89+)
 
 Per shape: the rowwise-scaled FP8 GEMM with bf16 output as ``fp8_gemm`` runs it (default
 accumulation, which promotes partial sums to float32) and with fast accumulation, CUDA-event
@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fake_quant import L2_FLUSH_BYTES  # noqa: E402
-from bench_fp8 import median  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.bench.bench_fake_quant import L2_FLUSH_BYTES  # noqa: E402
+from benchmarks.bench.bench_fp8 import median  # noqa: E402
 
 SHAPES = (("vitl_fc1", 16384, 1024, 4096), ("vitl_fc2", 16384, 4096, 1024),
           ("det_8192_1024_1024", 8192, 1024, 1024))

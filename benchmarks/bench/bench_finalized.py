@@ -1,6 +1,6 @@
 """Benchmark finalized layers against their dequantized bf16 selves on a CUDA GPU.
 
-Usage: ``python benchmarks/bench_finalized.py OUT.json [--iters 50] [--rounds 15]``
+Usage: ``python benchmarks/bench/bench_finalized.py OUT.json [--iters 50] [--rounds 15]``
 
 For each layer (detector and ViT Linear sizes, 1x1 and 3x3 convolutions of a detector neck) and
 format, with bfloat16 activations and no gradient, four ways to compute the same thing:
@@ -37,9 +37,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.bench_ms_deform_attn import interleaved_eager, time_graph_ms  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import interleaved_eager, time_graph_ms  # noqa: E402
 from libreyolo.nn.finalized import FinalizedConv2d, FinalizedLinear  # noqa: E402
 
 TARGET = 1.02

@@ -1,6 +1,6 @@
 """Benchmark the Triton fake-quant kernels against a device copy and the reference (H200).
 
-    python benchmarks/bench_fake_quant.py RESULTS.json [--repeats 100] [--rounds 3]
+    python benchmarks/bench/bench_fake_quant.py RESULTS.json [--repeats 100] [--rounds 3]
 
 For every fake-quant configuration, at 256M float32 elements and at a 4096x4096 weight:
 1. verifies the kernel's bits against the reference on fresh random data (a failure is recorded

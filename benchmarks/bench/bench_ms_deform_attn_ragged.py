@@ -1,6 +1,6 @@
 """Benchmark the ms_deform_attn_ragged Triton kernels against the portable path on a CUDA GPU.
 
-Usage: ``python benchmarks/bench_ms_deform_attn_ragged.py OUT.json [--dtype float32]
+Usage: ``python benchmarks/bench/bench_ms_deform_attn_ragged.py OUT.json [--dtype float32]
 [--iters 50] [--cases NAME ...]``
 
 For each family configuration of the shape set (medium and large cases: RT-DETRv2, its discrete
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ["LIBREYOLO_KERNELS"] = "triton"
 
-from benchmarks.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402

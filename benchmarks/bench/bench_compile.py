@@ -1,6 +1,6 @@
 """torch.compile against eager, side by side, on a CUDA GPU: the slots as PyTorch operators.
 
-Usage: ``python benchmarks/bench_compile.py OUT.json [--rounds 15] [--quick] [--any-device]``
+Usage: ``python benchmarks/bench/bench_compile.py OUT.json [--rounds 15] [--quick] [--any-device]``
 
 Rows (issue "The kernels are PyTorch operators"): deformable attention (Deformable-DETR's encoder
 and decoder, RT-DETR's decoder, the ragged RT-DETRv2 / D-FINE decoders), fake quantization
@@ -37,10 +37,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.bench_ms_deform_attn import interleaved_eager, time_graph_ms, time_ms  # noqa: E402
-from benchmarks.compile_targets import MAX_COMPILES, MLP_COMPILED_OVER_BF16  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import interleaved_eager, time_graph_ms, time_ms  # noqa: E402
+from benchmarks.bench.compile_targets import MAX_COMPILES, MLP_COMPILED_OVER_BF16  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.inputs.shapesets import load  # noqa: E402
 from conformance.running.cells import CellPlan, make_inputs  # noqa: E402
@@ -191,7 +191,7 @@ def _measure(name: str, fn, args, kwargs, rounds: int, backward: bool) -> dict:
 def _back_to_back_ms(step, iters: int) -> list[float]:
     """ms a call of ``step`` (a reduce-overhead function: each call replays its graph), as the
     mean of ``GRAPH_REPLAYS`` calls back to back, as ``time_graph_ms`` times replays."""
-    from benchmarks.bench_ms_deform_attn import GRAPH_REPLAYS, time_ms
+    from benchmarks.bench.bench_ms_deform_attn import GRAPH_REPLAYS, time_ms
 
     def calls():
         for _ in range(GRAPH_REPLAYS):

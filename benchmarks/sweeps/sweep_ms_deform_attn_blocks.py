@@ -1,7 +1,7 @@
 """Sweep the MSDA kernels' query block on the H200: which ``BLOCK_Q`` a small decoder wants,
 and whether its backward wants one level a program.
 
-    python benchmarks/sweep_ms_deform_attn_blocks.py OUT.json [--iters 30] [--split]
+    python benchmarks/sweeps/sweep_ms_deform_attn_blocks.py OUT.json [--iters 30] [--split]
 
 The kernels cover ``BLOCK_Q`` queries x ``BLOCK_C`` channels per program
 (``triton_common.blocks``: 512 elements, so 32 queries at 16 channels). A decoder call of 300
@@ -30,11 +30,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("LIBREYOLO_KERNELS", "triton")
 
-from benchmarks.bench_ms_deform_attn import steps, time_graph_ms  # noqa: E402
-from benchmarks.bench_ms_deform_attn_ragged import steps as ragged_steps  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import steps, time_graph_ms  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn_ragged import steps as ragged_steps  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
