@@ -8,42 +8,42 @@ import re
 import pytest
 from doc_paths import ROOT
 
-from benchmarks import perf_tables
+from benchmarks.rendering import pages, results
 
 
-@pytest.mark.parametrize("page", perf_tables.PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", pages.PAGES, ids=lambda p: p.name)
 def test_the_tables_are_what_their_results_files_render(page):
     text = page.read_text()
-    assert perf_tables.render(text) == text, (
+    assert pages.render(text) == text, (
         f"{page.relative_to(ROOT)}'s tables differ from their results files: run "
-        f"`{perf_tables.REGENERATE}` and commit the page (or the results file and its "
+        f"`{pages.REGENERATE}` and commit the page (or the results file and its "
         f"benchmarks/results/README.md row)")
 
 
 def test_every_table_is_on_a_page_once():
-    on_pages = [n for page in perf_tables.PAGES for n in perf_tables.names(page.read_text())]
-    assert sorted(on_pages) == sorted(perf_tables.TABLES)
+    on_pages = [n for page in pages.PAGES for n in pages.names(page.read_text())]
+    assert sorted(on_pages) == sorted(pages.TABLES)
 
 
 def test_every_file_a_table_reads_has_an_index_row():
-    assert not set(perf_tables.CITED) - set(perf_tables.index())
+    assert not set(pages.CITED) - set(results.index())
 
 
 def test_the_page_is_short():
     """Today's numbers, not their history (benchmarks/HISTORY.md holds that): about 400 lines
     for the areas of wave 2, and torch.compile's table since."""
-    assert len(perf_tables.DOC.read_text().splitlines()) <= 460
+    assert len(pages.DOC.read_text().splitlines()) <= 460
 
 
 def test_an_edited_number_is_caught():
     """Negative control: one digit changed in a table, and the check fails."""
-    text = perf_tables.DOC.read_text()
-    body = perf_tables.MARKER.search(text).group("body")
+    text = pages.DOC.read_text()
+    body = pages.MARKER.search(text).group("body")
     edited_body = re.sub(r"\d", lambda m: str((int(m.group()) + 1) % 10), body, count=1)
     edited = text.replace(body, edited_body, 1)
-    assert edited != text and perf_tables.render(edited) != edited
+    assert edited != text and pages.render(edited) != edited
 
 
 def test_an_unknown_table_name_is_an_error():
     with pytest.raises(KeyError):
-        perf_tables.render("<!-- table: no_such_table -->\n<!-- end table -->")
+        pages.render("<!-- table: no_such_table -->\n<!-- end table -->")

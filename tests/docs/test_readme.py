@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from doc_paths import ROOT
 
-from benchmarks import perf_tables
+from benchmarks.rendering import pages
 
 README = (ROOT / "README.md").read_text()
 
@@ -29,9 +29,9 @@ def test_the_commands_come_before_anything_else_but_what_this_is():
 
 
 def test_the_status_table_is_short_and_generated():
-    (name,) = perf_tables.names(README)
+    (name,) = pages.names(README)
     assert name == "status"
-    body = perf_tables.MARKER.search(README).group("body")
+    body = pages.MARKER.search(README).group("body")
     assert 3 <= len(body.splitlines()) <= 15
 
 

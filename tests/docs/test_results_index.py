@@ -8,7 +8,7 @@ import re
 
 from doc_paths import PAGES, RESULT_NAME, ROOT, prose
 
-from benchmarks import perf_tables
+from benchmarks.rendering import quant_tables, results
 
 RESULTS = ROOT / "benchmarks" / "results"
 COLUMNS = ["file", "benchmark", "commit", "date", "what it shows", "kept because"]
@@ -42,7 +42,7 @@ def problems(folder: set[str], rows: dict[str, dict[str, str]]) -> list[str]:
 
 
 def test_every_file_has_a_row_and_every_row_a_file_and_a_reason():
-    assert not problems(files_in_folder(), perf_tables.index())
+    assert not problems(files_in_folder(), results.index())
 
 
 def test_every_results_file_a_page_names_is_kept():
@@ -53,11 +53,11 @@ def test_every_results_file_a_page_names_is_kept():
 def test_a_stray_file_and_a_dead_row_are_caught():
     """Negative controls: a file the index lacks, a row whose file is gone, a row whose page
     does not cite it."""
-    rows = perf_tables.index()
+    rows = results.index()
     folder = files_in_folder()
     assert problems(folder | {"stray_v0_h200_2026-01-01.json"}, rows) == [
         "stray_v0_h200_2026-01-01.json: in the folder, not in the index"]
-    name = perf_tables.FAKE_QUANT
+    name = quant_tables.FAKE_QUANT
     assert problems(folder - {name}, rows) == [f"{name}: in the index, not in the folder"]
     uncited = {**rows, name: {**rows[name], "kept because": "`docs/kernels.md`"}}
     assert problems(folder, uncited) == [
