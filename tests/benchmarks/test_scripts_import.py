@@ -16,13 +16,14 @@ _LOAD = textwrap.dedent("""
     import runpy, sys, traceback
     failed = []
     for path in sys.argv[1:]:
-        sys.path.insert(0, path.rsplit("/", 1)[0])
+        saved = list(sys.path)  # a script puts the repo root first: one folder's path never
+        sys.path.insert(0, path.rsplit("/", 1)[0])  # lingers for the next folder's scripts
         try:
             runpy.run_path(path, run_name="loaded_by_test")
         except BaseException:
             failed.append(path + ": " + traceback.format_exc(limit=-1).strip().splitlines()[-1])
         finally:
-            sys.path.pop(0)
+            sys.path[:] = saved
     print("\\n".join(failed))
     sys.exit(1 if failed else 0)
 """)
