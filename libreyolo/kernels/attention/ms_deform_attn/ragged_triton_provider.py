@@ -18,6 +18,7 @@ access at ``len_in``, as the classic kernels do).
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (
     validate_ragged_inputs,
 )
 from libreyolo.kernels.autograd import SOURCE as autograd_source
-from libreyolo.kernels.autograd import applier, once_differentiable
+from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.registry import planned
 from libreyolo.kernels.triton_kit import (
@@ -209,28 +210,10 @@ def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
                                   plan.bwd_grid, tensors, enable_fp_fusion=False)
 
 
-class _RaggedFunction(torch.autograd.Function):
-    """Autograd wiring: the backward kernel gives all three gradients in one pass, in buffers
-    allocated as the classic provider's are (``common.gradients``). Discrete sampling has no
-    location gradient (its pixel is a step function of the location): the kernel leaves that
-    buffer unwritten and the backward returns None for it, so it is never read."""
-
-    @staticmethod
-    def forward(ctx, plan, value, sampling_locations, attention_weights):
-        grad_value = common.keep_for_backward(ctx, plan, value, sampling_locations,
-                                              attention_weights)
-        return _forward(plan, value, sampling_locations, attention_weights, grad_value)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):
-        grad_value, grad_locations, grad_weights = common.gradients(_backward_launch, ctx,
-                                                                    grad_out)
-        needs = ctx.needs_input_grad
-        return (None, grad_value if needs[1] else None,
-                grad_locations if needs[2] and not ctx.plan.discrete else None,
-                grad_weights if needs[3] else None)
-
+#: Discrete sampling has no location gradient (its pixel is a step function of the location): the
+#: kernel leaves that buffer unwritten and the backward returns None for it, so it is never read.
+_RaggedFunction = common.autograd_function("_RaggedFunction", sys.modules[__name__],
+                                           lambda plan: not plan.discrete)
 
 _apply = applier(_RaggedFunction)
 

@@ -3,13 +3,15 @@ limits and tile, the rule for when a forward zeroes the backward's value gradien
 buffers, the autograd context's keeping and the one backward launch, and the call itself.
 
 A provider brings its kernels, its plan (which holds ``shapes``, ``zeroing`` and its kept
-launches) and its autograd Function; ``run`` and ``gradients`` do the rest.
+launches) and its forward and backward launches; ``autograd_function``, ``run`` and ``gradients``
+do the rest.
 """
 
 from __future__ import annotations
 
 import torch
 
+from libreyolo.kernels.autograd import once_differentiable
 from libreyolo.kernels.triton_kit import cdiv
 from libreyolo.kernels.triton_launch import Launcher
 
@@ -155,6 +157,40 @@ def gradients(launch_for, ctx, grad_out) -> tuple:
     if value.dtype is not torch.float32:
         grad_value = grad_value.to(value.dtype)
     return grad_value, grad_locations, grad_weights
+
+
+def autograd_function(name: str, provider, locations_differentiable=None):
+    """A provider's autograd Function, called as ``(plan, value, sampling_locations,
+    attention_weights)``: the forward keeps what its backward needs (``keep_for_backward``) and
+    runs the provider module's ``_forward(plan, value, sampling_locations, attention_weights,
+    grad_value)``; the backward's one kernel gives all three gradients (``gradients`` with the
+    module's ``_backward_launch``). Both are read from the module at each call, as its own
+    functions read them, so a test that replaces one sees it used.
+    ``locations_differentiable(plan)`` False (the ragged slot's discrete sampling: its pixel is a
+    step function of the location) returns None for the locations, whose buffer the kernel left
+    unwritten."""
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, plan, value, sampling_locations, attention_weights):
+            grad_value = keep_for_backward(ctx, plan, value, sampling_locations,
+                                           attention_weights)
+            return provider._forward(plan, value, sampling_locations, attention_weights,
+                                     grad_value)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad_out):
+            grad_value, grad_locations, grad_weights = gradients(provider._backward_launch, ctx,
+                                                                 grad_out)
+            needs = ctx.needs_input_grad
+            locations = needs[2] and (locations_differentiable is None
+                                      or locations_differentiable(ctx.plan))
+            return (None, grad_value if needs[1] else None,
+                    grad_locations if locations else None, grad_weights if needs[3] else None)
+
+    Function.__name__ = Function.__qualname__ = name
+    return Function
 
 
 def run(apply, forward, plan, value, sampling_locations, attention_weights):

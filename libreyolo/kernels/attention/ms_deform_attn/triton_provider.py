@@ -18,6 +18,7 @@ sizes), forward and backward are CUDA-graph capturable.
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ from libreyolo.capture import no_host_reads
 from libreyolo.deprecated import moved
 from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
-from libreyolo.kernels.autograd import applier, once_differentiable
+from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.registry import planned
 from libreyolo.kernels.triton_kit import CAPABILITIES, cdiv, interpreter_decline, triton_ready
@@ -174,24 +175,7 @@ def _backward_launch(plan: LaunchPlan, tensors: tuple) -> Launcher:
                                   plan.backward_grid, tensors, SPLIT_LEVELS=plan.split_levels)
 
 
-class _MSDeformAttnFunction(torch.autograd.Function):
-    """Autograd wiring: the backward kernel gives all three gradients in one pass."""
-
-    @staticmethod
-    def forward(ctx, plan, value, sampling_locations, attention_weights):
-        grad_value = common.keep_for_backward(ctx, plan, value, sampling_locations,
-                                              attention_weights)
-        return _forward(plan, value, sampling_locations, attention_weights, grad_value)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out):
-        grad_value, grad_locations, grad_weights = common.gradients(_backward_launch, ctx,
-                                                                    grad_out)
-        needs = ctx.needs_input_grad
-        return (None, grad_value if needs[1] else None,
-                grad_locations if needs[2] else None, grad_weights if needs[3] else None)
-
+_MSDeformAttnFunction = common.autograd_function("_MSDeformAttnFunction", sys.modules[__name__])
 
 _apply = applier(_MSDeformAttnFunction)
 
