@@ -7,7 +7,7 @@ pass every bit check and only cost time).
 Why a test: Triton gives a store the thread layout its pointers' contiguity suggests and orders
 dimensions of equal contiguity by their index. A tile laid out [rows, groups, vectors, vector]
 had a warp's 32 lanes write 16 bytes each across 17-26 KB (rows and groups apart), which ran at
-16-42% of a device copy on the H200 (benchmarks/NOTES.md, "Packed-weight unpack" v2). The
+16-42% of a device copy on the H200 (benchmarks/NOTES.md, "bench_unpack.py v2"). The
 benchmark's formats are checked at its 4096x4096 size.
 """
 
