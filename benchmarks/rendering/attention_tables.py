@@ -29,7 +29,7 @@ MSDA = ["ms_deform_attn_v12_h200_2026-12-02.json", "ms_deform_attn_v12_run2_h200
         "ms_deform_attn_v12_run4_h200_2026-12-02.json"]
 
 
-def _round_ratio(ours: list[float], theirs: list[float]) -> float:
+def round_ratio(ours: list[float], theirs: list[float]) -> float:
     return median([a / b for a, b in zip(ours, theirs, strict=True)])
 
 
@@ -51,7 +51,7 @@ def msda() -> list[str]:
                 ("helper", "peer_function", "eager_forward_backward_us", "helper fwd+bwd"),
                 ("module", "peer_module", "eager_forward_us", "module fwd"),
                 ("module", "peer_module", "eager_forward_backward_us", "module fwd+bwd")):
-            each = [_round_ratio(r[case][ours_key][key], r[case][peer_key][key]) for r in runs]
+            each = [round_ratio(r[case][ours_key][key], r[case][peer_key][key]) for r in runs]
             cells.append(" / ".join(ratio(x).rstrip("x") for x in each))
             missed += [f"{case}, eager {label} in run {i + 1}: {ratio(x)}"
                        for i, x in enumerate(each) if x >= 1]

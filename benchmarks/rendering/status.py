@@ -14,7 +14,7 @@ from benchmarks.rendering.attention_tables import (
     HUB,
     MSDA,
     RAGGED,
-    _round_ratio,
+    round_ratio,
     saving_ratios,
 )
 from benchmarks.rendering.formatting import median, pct_span, ratio, table, x_span
@@ -42,7 +42,7 @@ def status() -> list[str]:
     runs = [{r["case"]: r for r in load(f)["results"]} for f in MSDA]
     graph = [median(r[c]["triton"]["graph_forward_ms"]) / median(r[c]["peer_function"][
         "graph_forward_ms"]) for r in runs for c in r]
-    eager = [_round_ratio(r[c]["helper"]["eager_forward_backward_us"],
+    eager = [round_ratio(r[c]["helper"]["eager_forward_backward_us"],
                           r[c]["peer_function"]["eager_forward_backward_us"])
              for r in runs for c in r]
     enc = runs[-1]["deformable_detr_encoder"]
