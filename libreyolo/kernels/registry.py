@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from libreyolo.capture import COMPILE, graph_capture
+from libreyolo.suggest import did_you_mean
 
 from . import providers, settings
 from .capabilities import Capabilities
@@ -409,8 +410,9 @@ def _warn_unknown_selection(selection: settings.Selection) -> None:
             continue
         if slot not in known:
             _warn_once(("selection-slot", slot),
-                       f"{selection.source} names the unknown slot {slot!r} (slots: "
-                       f"{', '.join(sorted(known))}); it is ignored", SelectionWarning)
+                       f"{selection.source} names the unknown slot {slot!r}"
+                       f"{did_you_mean(slot, known)} (slots: {', '.join(sorted(known))}); it "
+                       "is ignored", SelectionWarning)
         elif choice not in known[slot]:
             _warn_once(("selection", slot, choice),
                        f"{selection.source}: {slot}={choice!r} names no registered implementation "
