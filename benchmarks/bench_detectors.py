@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/bench_detectors.py OUT.json [--families rt_detr d_fine ...]
 [--modes eager-infer eager-train compiled compiled-ro compiled-train] [--batches 1 8]
-[--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS]``
+[--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS]``; ``--table OUT.json`` prints
+the table of a run.
 
 Each family is transformers' default configuration (``tests/integrations/detector_families.toml``,
 ``[[full]]``), random weights, at its input size (640x640 for the DETR lineage). One model object
@@ -197,20 +198,24 @@ def environment() -> dict:
 
 
 def table(rows) -> str:
-    lines = ["| family | mode | batch | dtype | stock ms | ours ms | stock/ours | attention share "
-             "| ceiling | target | verdict |", "|" + "---|" * 11]
+    """The markdown table docs/performance.md carries ("Whole detectors")."""
+    lines = ["| family | mode | batch | dtype | stock ms | ours ms | stock/ours | attention ms, "
+             "stock -> ours | attention share | ceiling | target | verdict |",
+             "|" + "---|" * 12]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['family']} | {row['mode']} | {row['batch']} | {row['dtype']} | "
-                         f"failed: {row['error'][:80]} |||||||")
+                         f"failed: {row['error'][:80]} ||||||||")
             continue
         share, ceiling, target = row.get("attn_share"), row.get("ceiling"), row.get("target")
         verdict = "below stock" if row["speedup"] < 1.0 else (
             "meets target" if target is None or row["speedup"] >= target
             else "under target")
+        attention = ("" if share is None
+                     else f"{row['attn_ms_stock']:.2f} -> {row['attn_ms_ours']:.2f}")
         lines.append(
             f"| {row['family']} | {row['mode']} | {row['batch']} | {row['dtype']} | "
-            f"{row['stock_ms']:.2f} | {row['ours_ms']:.2f} | {row['speedup']:.2f}x | "
+            f"{row['stock_ms']:.2f} | {row['ours_ms']:.2f} | {row['speedup']:.2f}x | {attention} | "
             f"{'' if share is None else f'{share:.0%}'} | "
             f"{'' if ceiling is None else f'{ceiling:.2f}x'} | "
             f"{'' if target is None else f'{target:.2f}x'} | {verdict} |")
@@ -219,7 +224,9 @@ def table(rows) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
+    parser.add_argument("out", type=Path, help="the JSON to write (with --table: to read)")
+    parser.add_argument("--table", action="store_true",
+                        help="print the markdown table of an existing OUT.json and exit")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     parser.add_argument("--modes", nargs="+", default=["eager-infer", "eager-train"],
                         choices=MODES)
@@ -231,6 +238,9 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="seconds; rows left when it runs out are listed as not measured")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.out.read_text())["rows"]))
+        return
     report = {"environment": environment(), "arguments": vars(args) | {"out": str(args.out)},
               "rows": [], "not_measured": []}
     started = time.monotonic()
