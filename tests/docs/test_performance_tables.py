@@ -31,8 +31,9 @@ def test_every_file_a_table_reads_has_an_index_row():
 
 def test_the_page_is_short():
     """Today's numbers, not their history (benchmarks/HISTORY.md holds that): about 400 lines
-    for the areas of wave 2, and torch.compile's table since."""
-    assert len(pages.DOC.read_text().splitlines()) <= 460
+    for the areas of wave 2, and torch.compile's and the whole detectors' tables since (the
+    detectors' full table is in docs/detectors.md)."""
+    assert len(pages.DOC.read_text().splitlines()) <= 480
 
 
 def test_an_edited_number_is_caught():
