@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -72,7 +72,14 @@ class Wiring:
 
     wired: tuple[Site, ...] = ()
     left: tuple[tuple[str, str], ...] = ()
-    per_slot: dict[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def per_slot(self) -> dict[str, int]:
+        """How many sites ask each slot."""
+        counts: dict[str, int] = {}
+        for site in self.wired:
+            counts[site.slot] = counts.get(site.slot, 0) + 1
+        return counts
 
     def __str__(self) -> str:
         slots = ", ".join(f"{slot}: {count}" for slot, count in sorted(self.per_slot.items()))
@@ -291,10 +298,7 @@ def wire_deformable_attention(model: nn.Module) -> Wiring:
                 other == name or other.startswith(name + ".") for other in covered):
             left.append((name, f"{type(module).__name__} calls no deformable-attention core "
                                "this wiring knows"))
-    per_slot: dict[str, int] = {}
-    for site in wired:
-        per_slot[site.slot] = per_slot.get(site.slot, 0) + 1
-    return Wiring(tuple(wired), tuple(left), per_slot)
+    return Wiring(tuple(wired), tuple(left))
 
 
 def _wire_one(module: nn.Module) -> Site | str | None:
