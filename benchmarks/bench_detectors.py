@@ -58,7 +58,6 @@ from tests.integrations.detectors import build as detector_build  # noqa: E402
 DETECTOR_FAMILIES = load_families("full")
 FAMILIES = list(DETECTOR_FAMILIES)
 MODES = ("eager-infer", "eager-train", "compiled", "compiled-ro", "compiled-train")
-SITE_RANGE = "deformable_attention_site"
 
 
 def build(family: str, device):
