@@ -39,9 +39,9 @@
 #     SWEEP_ARGS="--dtypes bfloat16".
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
 #     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
-#     tile shape, division and E4M3 conversion (benchmarks/sweep_fp8_prologue.py).
+#     tile shape, division and E4M3 conversion (benchmarks/sweeps/sweep_fp8_prologue.py).
 #   bench-msda-det: the deterministic MSDA backward against the atomic one on every speed-table
-#     row (benchmarks/bench_msda_deterministic.py; MSDA_DET_ARGS: more options, e.g. "--cases
+#     row (benchmarks/bench/bench_msda_deterministic.py; MSDA_DET_ARGS: more options, e.g. "--cases
 #     rt_detr_decoder d_fine_decoder" or "--skip-check").
 #   finalized: the finalized layers' CUDA tests (tests/nn/test_finalized_cuda.py) and the
 #     exportable floor_log2 on the device; bench-finalized: bench_finalized.py's table.
@@ -141,23 +141,26 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
     bench-detectors)
         # whole transformers detectors, stock against wired (DETECTORS_ARGS: more options, e.g.
         # "--modes compiled compiled-ro --families rt_detr --batches 1")
-        run bench-detectors 560 python3 benchmarks/bench_detectors.py \
+        run bench-detectors 560 python3 benchmarks/bench/bench_detectors.py \
             "$OUT/bench_detectors.json" ${DETECTORS_ARGS:-} ;;
     bench-fq)
-        run bench-fq 240 python3 benchmarks/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
+        run bench-fq 240 python3 benchmarks/bench/bench_fake_quant.py "$OUT/bench_fake_quant.json" ;;
     bench-host)
         # HOST_ARGS: more options for both bench-host stages (e.g. "--rounds 15")
-        run bench-host 180 python3 benchmarks/bench_host.py "$OUT/bench_host.json" \
+        run bench-host 180 python3 benchmarks/bench/bench_host.py "$OUT/bench_host.json" \
             --profile "$LOGS/bench_host_profile.txt" ${HOST_ARGS:-} ;;
     bench-host-old)
         # bench_host.py of an earlier commit, in the same call (a refactor's host time against
         # its base): OLD (default .old) holds that commit's tree (git archive COMMIT | tar -x)
+        # (benchmarks/bench/ since issue 51, benchmarks/ before)
+        old_host="${OLD:-.old}/benchmarks/bench/bench_host.py"
+        [ -f "$old_host" ] || old_host="${OLD:-.old}/benchmarks/bench_host.py"
         run bench-host-old 180 env PYTHONPATH="$PWD/${OLD:-.old}" python3 \
-            "${OLD:-.old}/benchmarks/bench_host.py" "$OUT/bench_host_old.json" ${HOST_ARGS:-} ;;
+            "$old_host" "$OUT/bench_host_old.json" ${HOST_ARGS:-} ;;
     bench-unpack)
         # awaiting their records, the unpack kernels run only when selected by name
         # UNPACK_ARGS: more options (e.g. "--sizes 4096x4096" for the host rows alone)
-        run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
+        run bench-unpack 240 env LIBREYOLO_KERNELS=triton python3 benchmarks/bench/bench_unpack.py \
             "$OUT/bench_unpack.json" --rounds 1 ${UNPACK_ARGS:-} ;;
     sweep-unpack)
         # v5: every format x {bfloat16, float32} at 4096x4096 under each kernel configuration
@@ -187,7 +190,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         for config in "${configs[@]}"; do
             sweep_args "$config"
             setsid timeout "$limit" env LIBREYOLO_KERNELS=triton python3 \
-                benchmarks/bench_unpack.py /dev/null --compile-only "${args[@]}" \
+                benchmarks/bench/bench_unpack.py /dev/null --compile-only "${args[@]}" \
                 >"$LOGS/sweep-unpack-compile-${config// /-}.log" 2>&1 &
         done
         wait
@@ -196,11 +199,11 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         for config in "${configs[@]}"; do
             sweep_args "$config"
             run "sweep-unpack-${config// /-}" "${SWEEP_RUN_LIMIT:-40}" \
-                env LIBREYOLO_KERNELS=triton python3 benchmarks/bench_unpack.py \
+                env LIBREYOLO_KERNELS=triton python3 benchmarks/bench/bench_unpack.py \
                 "$sweep/${config// /-}.json" --rounds 1 --repeats 50 --host-calls 100 \
                 --checked-rows 512 "${args[@]}"
         done
-        python3 benchmarks/sweep_unpack_tiles.py "$OUT/unpack_tile_sweep_v5.json" \
+        python3 benchmarks/sweeps/sweep_unpack_tiles.py "$OUT/unpack_tile_sweep_v5.json" \
             "$sweep"/*.json >"$LOGS/sweep-unpack-gather.log" 2>&1
         cat "$LOGS/sweep-unpack-gather.log"
         tar czf "$OUT/sweep_unpack_runs.tgz" -C "$OUT" sweep-unpack && rm -rf "$sweep" ;;
@@ -208,22 +211,22 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # the MSDA kernels' query block on the medium and large classic and ragged cases
         # (MSDA_SWEEP_ARGS: e.g. "--sizes medium --no-ragged --blocks 8,16"; each block compiles
         # both kernels for every case, so the whole sweep outgrows one stage)
-        run sweep-msda 300 python3 benchmarks/sweep_ms_deform_attn_blocks.py \
+        run sweep-msda 300 python3 benchmarks/sweeps/sweep_ms_deform_attn_blocks.py \
             "$OUT/sweep_ms_deform_attn_blocks.json" ${MSDA_SWEEP_ARGS:-} ;;
     bench-attn)
         # v3: eager as interleaved rounds of queued windows beside graph replays; the JSON is
         # rewritten after every site, so a run cut by its limit keeps what it measured.
         # ATTN_ARGS: more options (e.g. "--sites swin/stage1_shifted zipdepth/stage4_global")
-        run bench-attn 150 python3 benchmarks/bench_attention.py "$OUT/bench_attention.json" \
+        run bench-attn 150 python3 benchmarks/bench/bench_attention.py "$OUT/bench_attention.json" \
             ${ATTN_ARGS:-} ;;
     bench-msda)
         # Deformable DETR's op, built from a source checkout carried in .peers/ (never committed)
         run bench-msda 420 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
-            python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
+            python3 benchmarks/bench/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn.json" ;;
     timestamps-msda)
         # the eager forward+backward's host time by segment, ours / the peer / a no-work Function
         run timestamps-msda 180 env LIBREYOLO_PEER_DEFORMABLE_DETR="$PWD/.peers/Deformable-DETR" \
-            python3 benchmarks/timestamps_ms_deform_attn.py "$OUT/timestamps_ms_deform_attn.md" ;;
+            python3 benchmarks/profiles/timestamps_ms_deform_attn.py "$OUT/timestamps_ms_deform_attn.md" ;;
     hub)
         hub_build="$OUT/hub-build"
         run hub-install 120 env PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-index \
@@ -246,7 +249,7 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         [[ $steps == *" matrix "* ]] && \
             python3 benchmarks/hub/evidence.py "$OUT" "$OUT/hub_ms_deform_attn_local_build.json"
         [[ $steps == *" bench "* ]] && run hub-bench 300 \
-            python3 benchmarks/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn_hub.json" \
+            python3 benchmarks/bench/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn_hub.json" \
             --skip-host-path
         unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
         rm -rf "$hub_build" ;;
@@ -254,24 +257,24 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # the fixed-point backward under torch.use_deterministic_algorithms against the atomic one:
         # the checks first (bounded cell, 10 runs bit for bit), then eager, backward-only and graph
         # timings; the JSON is rewritten after every row
-        run bench-msda-det 420 python3 benchmarks/bench_msda_deterministic.py \
+        run bench-msda-det 420 python3 benchmarks/bench/bench_msda_deterministic.py \
             "$OUT/bench_msda_deterministic.json" ${MSDA_DET_ARGS:-} ;;
     bench-ragged)
-        run bench-ragged 180 python3 benchmarks/bench_ms_deform_attn_ragged.py \
+        run bench-ragged 180 python3 benchmarks/bench/bench_ms_deform_attn_ragged.py \
             "$OUT/bench_ms_deform_attn_ragged.json" ;;
     bench-fp8)
         # selects the FP8 implementations by name itself while they await their records; writes
         # the policy table it measured beside its results (libreyolo/kernels/quant/execute/)
-        run bench-fp8 240 python3 benchmarks/bench_fp8.py "$OUT/bench_fp8.json" \
+        run bench-fp8 240 python3 benchmarks/bench/bench_fp8.py "$OUT/bench_fp8.json" \
             --policy "$OUT/fp8_policy.toml" ;;
     sweep-fp8)
-        run sweep-fp8 150 python3 benchmarks/sweep_fp8_prologue.py "$OUT/sweep_fp8_prologue.json" ;;
+        run sweep-fp8 150 python3 benchmarks/sweeps/sweep_fp8_prologue.py "$OUT/sweep_fp8_prologue.json" ;;
     probe-fp8)
         # fast against float32 accumulation in the FP8 GEMM: time and error, and the K sweep
         # behind fp8_linear.FAST_ACCUMULATION_MAX_K
-        run probe-fp8 120 python3 benchmarks/probe_fp8_fast_accum.py "$OUT/fp8_fast_accum_probe.json" ;;
+        run probe-fp8 120 python3 benchmarks/profiles/probe_fp8_fast_accum.py "$OUT/fp8_fast_accum_probe.json" ;;
     bench-finalized)
-        run bench-finalized 240 python3 benchmarks/bench_finalized.py "$OUT/bench_finalized.json" ;;
+        run bench-finalized 240 python3 benchmarks/bench/bench_finalized.py "$OUT/bench_finalized.json" ;;
     finalized)
         run finalized 300 python3 -m pytest -v -n 4 -p no:cacheprovider \
             tests/nn/test_finalized_cuda.py tests/quant/test_quant_format_tables.py -k \
@@ -280,24 +283,24 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         run qat 560 env CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m pytest -v -n 4 \
             -p no:cacheprovider tests/nn/test_quantized_cuda.py ${QAT_TESTS_ARGS:-} ;;
     bench-qat)
-        run bench-qat 560 python3 benchmarks/bench_qat.py "$OUT/bench_qat.json" ${QAT_ARGS:-} ;;
+        run bench-qat 560 python3 benchmarks/bench/bench_qat.py "$OUT/bench_qat.json" ${QAT_ARGS:-} ;;
     bench-compile)
         # torch.compile against eager, the slots as operators (COMPILE_ARGS: e.g. "--quick");
         # torchao's float8 path beside the FP8 MLP: its wheel installed from .whl when carried
         ls .whl/torchao-*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps .whl/torchao-*.whl
-        run bench-compile 420 python3 benchmarks/bench_compile.py "$OUT/bench_compile.json" \
+        run bench-compile 420 python3 benchmarks/bench/bench_compile.py "$OUT/bench_compile.json" \
             ${COMPILE_ARGS:-} ;;
     profile-compile)
         # where a compiled call's time goes: host (cProfile) and kernels (torch.profiler)
         # PROFILE_ARGS: e.g. "--any-device" (the FP8 policy engages on a GPU it does not list)
-        run profile-compile 240 python3 benchmarks/profile_compile.py "$LOGS/profile_compile.txt" \
+        run profile-compile 240 python3 benchmarks/profiles/profile_compile.py "$LOGS/profile_compile.txt" \
             ${PROFILE_ARGS:-} ;;
     controls-gpu)
         # every negative control judged on CUDA by the check it names, and the bounded controls'
-        # error over bound per case (benchmarks/control_margins.py)
+        # error over bound per case (benchmarks/sweeps/control_margins.py)
         run controls-gpu 240 python3 -m pytest -q -p no:cacheprovider -n 8 --gpu \
             conformance/test_negative_controls.py conformance/test_determinism.py
-        run control-margins 120 python3 benchmarks/control_margins.py cuda \
+        run control-margins 120 python3 benchmarks/sweeps/control_margins.py cuda \
             "$OUT/control_margins_cuda.json" fp8_gemm,fp8_gemm_tensorwise ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac

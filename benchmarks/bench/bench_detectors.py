@@ -1,6 +1,6 @@
 """Whole transformers detectors, stock against wired to our deformable-attention slots, on CUDA.
 
-Usage: ``python benchmarks/bench_detectors.py OUT.json [--families rt_detr d_fine ...]
+Usage: ``python benchmarks/bench/bench_detectors.py OUT.json [--families rt_detr d_fine ...]
 [--modes eager-infer eager-train compiled compiled-ro compiled-train] [--batches 1 8]
 [--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS]``; ``--table OUT.json`` prints
 the table of a run.
@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import libreyolo.integrations.transformers as wiring  # noqa: E402
 from libreyolo.integrations import (  # noqa: E402
