@@ -45,13 +45,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import libreyolo.integrations.transformers as wiring  # noqa: E402
+from benchmarks.bench.bench_ms_deform_attn import time_ms  # noqa: E402
 from libreyolo.integrations import (  # noqa: E402
     unwire_deformable_attention,
     wire_deformable_attention,
 )
 
 # the wiring tests' helpers: the same recorder of real calls and the same stock cores
-from tests.integrations.detectors import Recorder, _stock_core, load_families
+from tests.integrations.detectors import Recorder, _stock_core, load_families  # noqa: E402
 from tests.integrations.detectors import build as detector_build  # noqa: E402
 
 #: The default configurations the GPU tests validate (``[[full]]``), as data.
@@ -95,18 +96,8 @@ def make_step(model, mode: str, pixels, dtype: str):
 
 
 def time_step(step, iters: int, warmup: int) -> float:
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """The median of ``iters`` steps' CUDA-event times (ms) after ``warmup`` steps."""
+    return statistics.median(time_ms(step, iters, warmup))
 
 
 def kernel_ms(work, reps: int = 3) -> float:
