@@ -24,7 +24,9 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 import triton
@@ -41,6 +43,9 @@ from libreyolo.kernels.quant.simulate.plan import (
     ScaleRule,
 )
 from libreyolo.quant import fake_quant as reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.bench.progress import each  # noqa: E402
 
 SIZES = {"256M": (65536, 4096), "4096x4096": (4096, 4096)}
 L2_FLUSH_BYTES = 256 * 2**20  # several times the H200's 50 MB L2
@@ -235,8 +240,9 @@ def main() -> None:
     gen = torch.Generator(device="cuda").manual_seed(0)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     keys = [(c, s) for s in options.sizes for c in CONFIGS]
-    rounds = [[measure(c, s, options.repeats, flush, gen) for c, s in keys]
-              for _ in range(options.rounds)]
+    rounds = [[measure(c, s, options.repeats, flush, gen)
+               for c, s in each(keys, lambda key, r=r: f"round {r + 1}: {key[0][0]} {key[1]}")]
+              for r in range(options.rounds)]
     rows = [median_round([r[i] for r in rounds]) for i in range(len(keys))]
     with open(options.out, "w") as f:
         json.dump({"environment": environment(), "rows": [asdict(r) for r in rows]}, f, indent=1)

@@ -40,6 +40,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.bench.bench_ms_deform_attn import interleaved_eager, time_graph_ms  # noqa: E402
+from benchmarks.bench.progress import each  # noqa: E402
 from libreyolo.nn.finalized import FinalizedConv2d, FinalizedLinear  # noqa: E402
 
 TARGET = 1.02
@@ -124,7 +125,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA GPU")
-    rows = [bench(*layer, *fmt, args.iters, args.rounds) for layer in LAYERS for fmt in FORMATS]
+    rows = [bench(*layer, *fmt, args.iters, args.rounds)
+            for layer, fmt in each([(layer, fmt) for layer in LAYERS for fmt in FORMATS],
+                                   lambda row: f"{row[0][0]} {row[1][0]}")]
     environment = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "cuda": torch.version.cuda, "python": platform.python_version()}
     args.out.write_text(json.dumps({"environment": environment, "results": rows}, indent=1))

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ["LIBREYOLO_KERNELS"] = "triton"
 
 from benchmarks.bench.bench_ms_deform_attn import time_graph_ms, time_ms  # noqa: E402
+from benchmarks.bench.progress import each  # noqa: E402
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.catalogue.ms_deform_attn_ragged import draw_inputs  # noqa: E402
 from conformance.inputs import shapesets  # noqa: E402
@@ -194,7 +195,7 @@ def main(argv=None) -> None:
     cases = shapesets.load(CATALOGUE[SLOT].shapes)
     cases = [c for c in cases if c.name in args.cases] if args.cases else \
         [c for c in cases if c.size in ("medium", "large")]
-    results = [bench_case(case, dtype, args.iters) for case in cases]
+    results = [bench_case(case, dtype, args.iters) for case in each(cases, lambda c: c.name)]
     environment = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "cuda": torch.version.cuda, "triton": __import__("triton").__version__,
                    "python": platform.python_version()}
