@@ -21,7 +21,7 @@ import libreyolo
 
 from . import settings
 from .capabilities import described
-from .providers import PACKAGE
+from .providers import CALLER, IN_TREE, PACKAGE
 from .registry import REFERENCE, Implementation, candidates, explain, loading
 from .slots import SLOTS, Slot
 
@@ -85,7 +85,7 @@ def _slot_report(slot: Slot, selection: settings.Selection,
     for impl, reason in rows:
         declared = impl.capabilities
         row = {"name": impl.name, "eligible": reason is None, "reason": reason,
-               "origin": impl.origin,
+               "origin": impl.origin, "provider": impl.provider,
                "capabilities": declared.as_dict() if declared is not None else None}
         if record_state is not None:
             row["record"] = record_state(impl)
@@ -141,7 +141,9 @@ def _print_text(data: dict) -> None:
                 status = "eligible"
             else:
                 status = f"declines: {impl['reason']}"
-            print(f"  {impl['name']:<16} {impl['origin']:<12} {status}")
+            origin = impl["origin"] if impl["origin"] in (IN_TREE, CALLER) \
+                else f"{impl['origin']} ({impl['provider']})"  # which package installed it
+            print(f"  {impl['name']:<16} {origin:<12} {status}")
             if impl["capabilities"] is not None:
                 print(f"  {'':<16} {'':<12} declares {described(impl['capabilities'])}")
 

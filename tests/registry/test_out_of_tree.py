@@ -5,7 +5,10 @@ point registers no deliberately wrong implementation (its `broken` module, named
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tomllib
 import warnings
 from pathlib import Path
@@ -114,3 +117,20 @@ def test_active_names_where_each_selection_came_from(clean_registry):
     assert (reference, reference.origin) == ("reference", IN_TREE)
     assert reference.provider == "libreyolo.quant.fake_quant"
     assert (chosen[NO_REF], chosen[NO_REF].origin) == ("unavailable", None)
+
+
+def test_the_cli_names_the_package_that_installed_the_selected_implementation(
+        tmp_path, installed_example):
+    env = {**os.environ, **installed_example}
+    for argv, expected in ((["--json"], None),
+                           ([], "example-correct  entry point (libreyolo-example-backend)")):
+        done = subprocess.run([sys.executable, "-m", "libreyolo.kernels", *argv],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+        if expected is None:
+            rows = json.loads(done.stdout)["slots"][AFFINE]["implementations"]
+            assert rows[0]["name"] == "example-correct"
+            assert (rows[0]["origin"], rows[0]["provider"]) == (
+                ENTRY_POINT, "libreyolo-example-backend")
+        else:
+            assert expected in done.stdout, done.stdout
