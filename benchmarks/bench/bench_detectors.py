@@ -52,7 +52,7 @@ from libreyolo.integrations import (  # noqa: E402
 )
 
 # the wiring tests' helpers: the same recorder of real calls and the same stock cores
-from tests.integrations.detectors import Recorder, _stock_core, load_families  # noqa: E402
+from tests.integrations.detectors import Recorder, load_families, stock_core  # noqa: E402
 from tests.integrations.detectors import build as detector_build  # noqa: E402
 
 #: The default configurations the GPU tests validate (``[[full]]``), as data.
@@ -127,7 +127,7 @@ def attention_ms(model, family, mode, pixels, dtype) -> tuple[float, float]:
     finally:
         monkeypatch.undo()
         unwire_deformable_attention(model)
-    stock_core = _stock_core(DETECTOR_FAMILIES[family])
+    core = stock_core(DETECTOR_FAMILIES[family])
     train = mode.endswith("train")
     autocast = (torch.autocast("cuda", torch.bfloat16) if dtype == "bf16"
                 else contextlib.nullcontext())
@@ -141,7 +141,7 @@ def attention_ms(model, family, mode, pixels, dtype) -> tuple[float, float]:
             if train:
                 out.backward(torch.ones_like(out))
 
-    stock = kernel_ms(lambda: replay(lambda route: stock_core))
+    stock = kernel_ms(lambda: replay(lambda route: core))
     ours = kernel_ms(lambda: replay(lambda route: getattr(wiring, f"_ask_{route}")))
     return stock, ours
 

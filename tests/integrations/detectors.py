@@ -91,7 +91,7 @@ class Recorder:
         return recorded
 
 
-def _stock_core(family: Family):
+def stock_core(family: Family):
     module, name = family.core.split(":")
     core = getattr(importlib.import_module(module), name)
     if isinstance(core, type):  # the MultiScaleDeformableAttention module: stateless
@@ -129,7 +129,7 @@ def _run(fn, call: Call, dtype, grad_output):
 def call_errors(family: Family, call: Call, ours=None):
     """Per quantity (output, three gradients): (our error, the bound) against the stock core in
     float64, the bound from the stock core's own error in the call's dtype."""
-    stock = _stock_core(family)
+    stock = stock_core(family)
     ours = ours or _ours(call.route)
     value, _, locations, weights, *_ = call.args
     dtype = wiring._widest(value, locations, weights)  # what the call ran in
