@@ -19,6 +19,10 @@ Each operator is made from its slot's declaration (``slots.py``), with no per-sl
   kernel is ``registry.backward`` (the selected implementation's own backward where it declares
   one), and the autograd formula that calls it.
 
+- when AOTAutograd traces a compiled graph, each operator's rule (``traced.py``) chooses once for
+  the traced input: an in-tree Triton implementation is traced in the operator's place, so
+  inductor launches its kernels itself; anything else keeps the opaque operator above.
+
 Eager calls never come here: ``ops.<slot>`` and ``dispatch`` keep their direct path.
 """
 
@@ -28,7 +32,7 @@ import torch
 
 from libreyolo.capture import no_host_reads
 
-from . import registry
+from . import registry, traced
 from .outputs import Output
 from .slots import SLOTS, Slot, get_slot, schema_arguments
 
@@ -249,6 +253,7 @@ def _define(slot: Slot) -> None:
         backward, setup_context = _autograd(slot)
         torch.library.register_autograd(qualified, backward, setup_context=setup_context,
                                         lib=_library)
+    traced.install(slot, _library, _as_called)
 
 
 for _slot in SLOTS:  # once, at import: importing the module defines the operators

@@ -86,6 +86,11 @@ class Implementation:
     #: It may write an input tensor: after it raised or returned a wrong output nothing else may
     #: run the (possibly changed) inputs, so its error propagates (``register``).
     writes_inputs: bool = False
+    #: It may be traced into a compiled graph (``libreyolo.kernels.traced``): run on fake
+    #: tensors, it launches its Triton kernels through ``triton_launch`` (or calls torch
+    #: operators), keeps nothing between calls but its plans, and reads no tensor's values.
+    #: Honoured for in-tree implementations only; any other keeps the slot's opaque operator.
+    traceable: bool = False
     #: Who registered it: the distribution of an entry point, else the module of ``fn`` (for a
     #: package the registry or the CLI's ``--import`` imported, that package's module).
     provider: str | None = None
@@ -194,6 +199,7 @@ def register(
     capabilities: Capabilities | None = None,
     backward: Callable[..., tuple] | None = None,
     writes_inputs: bool = False,
+    traceable: bool = False,
 ) -> Implementation:
     """Register ``impl`` for slot ``op`` under ``name``, as the newest implementation.
 
@@ -209,7 +215,9 @@ def register(
     ``prepared=`` as the call does); without it the operator recomputes through ``impl``.
     ``writes_inputs=True`` declares that it may write an input tensor: when it raises (or
     returns something other than the slot's declared output) no other implementation runs the
-    input, which may have changed, and its error propagates.
+    input, which may have changed, and its error propagates. ``traceable=True`` declares that
+    a compiled graph may trace it in place of the slot's opaque operator (``Implementation``
+    says what that asks of it); only an in-tree implementation is traced.
     """
     get_slot(op)
     if not callable(impl):
@@ -222,11 +230,12 @@ def register(
     if capabilities is not None and not isinstance(capabilities, Capabilities):
         raise TypeError("capabilities: expected libreyolo.kernels.Capabilities(...) or None, got "
                         f"{type(capabilities).__name__}")
-    if not isinstance(writes_inputs, bool):
-        raise TypeError(f"writes_inputs: expected True or False, got {writes_inputs!r}")
+    for argument, value in (("writes_inputs", writes_inputs), ("traceable", traceable)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{argument}: expected True or False, got {value!r}")
     origin, provider = _origin(impl)
     entry = Implementation(op, name, impl, predicate, accepts, _checked_sources(sources, impl),
-                           origin, capabilities, backward, writes_inputs, provider)
+                           origin, capabilities, backward, writes_inputs, traceable, provider)
     _ensure_loaded(settings.selection())  # in-tree providers first: a caller's is newer
     _insert(entry)
     return entry
@@ -787,9 +796,56 @@ def _captured(op: str, kind: str, args: tuple, kwargs: dict):
     if kind == COMPILE:
         from . import operators
 
+        _loaded_for_trace()
+        _selection_guard()
         return operators.call(op, args, kwargs)
     reference = get_slot(op).load_reference()
     return None if reference is None else reference(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The implementation a call would run first, and the plan its ``accepts`` made for it."""
+
+    impl: Implementation
+    plan: Prepared | None = None
+
+    @property
+    def prepared(self) -> dict:
+        """The keyword the implementation takes its plan by: ``{"prepared": plan}``, or ``{}``."""
+        return {} if self.plan is None else {"prepared": self.plan}
+
+
+def choose(op: str, args: tuple, kwargs: dict) -> Choice | None:
+    """The first eligible implementation that takes this input, with its plan, without running
+    anything: what ``dispatch`` would try first. An implementation whose ``accepts`` raises or
+    answers wrongly is passed over here (a call would judge it). None: none takes it."""
+    for impl in _eligible(op):
+        try:
+            given = answer(impl, args, kwargs)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - the call judges it; choosing does not
+            continue
+        if given is None or isinstance(given, Prepared):
+            return Choice(impl, given)
+    return None
+
+
+@torch.compiler.assume_constant_result
+def _loaded_for_trace() -> bool:
+    """The providers loaded, run by Dynamo as it traces a slot call (not traced: a constant), so
+    the registry generation ``_selection_guard`` reads next is the one the trace selects with."""
+    _ensure_loaded(settings.selection())
+    return True
+
+
+def _selection_guard() -> int:
+    """What the selection reads from the process, read where Dynamo traces a slot call: Dynamo
+    guards a compiled graph on the settings' raw values and the registry generation so read, so
+    a changed setting, a registration or a disabled implementation recompiles the graph, whose
+    kernels were chosen when it was traced (``libreyolo.kernels.traced``)."""
+    return hash((*settings.raw_values(), _generation))
 
 
 def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
@@ -799,23 +855,19 @@ def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
     reference's or the portable path's last of all). A ``backward`` that raises is disabled like
     a failing call, and the recomputation answers."""
     slot = get_slot(op)
-    for impl in _eligible(op):
-        if impl.capabilities is not None and impl.capabilities.decline(op, args, kwargs):
-            continue
-        plan = impl.accepts(*args, **kwargs) if impl.accepts is not None else None
-        if plan is not None and not isinstance(plan, Prepared):
-            continue
-        prepared = {} if plan is None else {"prepared": plan}
-        if impl.backward is not None:
-            try:
-                return tuple(impl.backward(grad, *args, **prepared, **kwargs))
-            except torch.OutOfMemoryError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - its own failure: the recomputation answers
-                _disable(impl, f"backward raised {type(exc).__name__}: {exc}")
-                return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
-        return _recomputed(slot, impl.fn, prepared, grad, args, kwargs)
-    return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
+    choice = choose(op, args, kwargs)
+    if choice is None:
+        return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
+    impl, prepared = choice.impl, choice.prepared
+    if impl.backward is not None:
+        try:
+            return tuple(impl.backward(grad, *args, **prepared, **kwargs))
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - its own failure: the recomputation answers
+            _disable(impl, f"backward raised {type(exc).__name__}: {exc}")
+            return _recomputed(slot, slot.load_portable(), {}, grad, args, kwargs)
+    return _recomputed(slot, impl.fn, prepared, grad, args, kwargs)
 
 
 def _recomputed(slot, fn: Callable, prepared: dict, grad, args: tuple, kwargs: dict) -> tuple:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from libreyolo.capture import checking_fake, is_capturing
+from libreyolo.capture import checking_fake, is_capturing, kernels_traced
 
 SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
 Levels = tuple[tuple[int, int], ...]
@@ -188,3 +188,14 @@ def offset_normalizer(levels: Levels, device: torch.device,
         normalizer = shapes.to(dtype).flip(-1)[None, None, None, :, None, :]
         _remember(_normalizers, key, normalizer)
     return normalizer
+
+
+def traced_on(spatial_shapes: SpatialShapes, device: torch.device) -> SpatialShapes:
+    """A ``spatial_shapes`` tensor on ``device`` while a compiled graph traces the kernels
+    (``libreyolo.capture.tracing_kernels``): the slot's operator hands ``(H, W)`` pairs over as a
+    host tensor, which a traced graph cannot read, so its kernels read the sizes on the device,
+    copied there by the graph. Anything else is returned as given."""
+    if kernels_traced() and isinstance(spatial_shapes, torch.Tensor) \
+            and spatial_shapes.device != device:
+        return spatial_shapes.to(device)
+    return spatial_shapes

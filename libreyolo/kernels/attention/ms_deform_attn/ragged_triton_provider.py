@@ -27,6 +27,7 @@ import torch
 from libreyolo.kernels import register
 from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_common as common
+from libreyolo.kernels.attention.ms_deform_attn.levels import traced_on
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
     check_points_per_level,
@@ -105,6 +106,7 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
         pairs, points = validate_ragged_inputs(value, spatial_shapes, sampling_locations,
                                          attention_weights, points_per_level, method)
         return len(pairs), _device_shapes(tuple(pairs), value.device), points
+    spatial_shapes = traced_on(spatial_shapes, value.device)
     if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
             or spatial_shapes.shape[1] != 2 or spatial_shapes.device != value.device:
         return "spatial_shapes must be a (levels, 2) int64 tensor on value's device"
@@ -255,4 +257,4 @@ SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_tr
 
 REGISTERED = register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=triton_ready,
                       capabilities=CAPABILITIES, accepts=accepts, sources=SOURCES,
-                      backward=ms_deform_attn_ragged_triton_backward)
+                      backward=ms_deform_attn_ragged_triton_backward, traceable=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.capture import no_host_reads
+from libreyolo.capture import kernels_traced, no_host_reads
 from libreyolo.deprecated import moved
 from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
@@ -36,7 +36,7 @@ from libreyolo.kernels.triton_launch import Launcher
 
 from . import deterministic, memo
 from . import triton_common as common
-from .levels import device_shapes, remembered
+from .levels import device_shapes, remembered, traced_on
 from .portable import validate_inputs
 
 # A backward of fewer (query block, batch x head) programs than this gives each level its own
@@ -108,6 +108,9 @@ def _plan_key(tensors, spatial_shapes) -> tuple | None:
 
 def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
     """``accepts``' answer, worked out (see :mod:`.memo` for when it is remembered)."""
+    if kernels_traced() and isinstance(spatial_shapes, torch.Tensor):
+        spatial_shapes = traced_on(spatial_shapes, value.device)
+        return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
         return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
@@ -142,9 +145,11 @@ def _kernels_decline(value, sampling_locations) -> str | None:
 def _captured_plan(value, spatial_shapes, sampling_locations, attention_weights):
     """The plan for a ``spatial_shapes`` tensor first seen inside a CUDA graph capture (a
     ``torch.compile(mode="reduce-overhead")`` recording hands the graph its own copy of each
-    input), where reading it would break the capture. The kernels read the sizes on the device,
-    so the plan launches on the tensor itself, as the ragged plan does: only its metadata and
-    the layout are checked, and the plan is not remembered (its key would need the values)."""
+    input), where reading it would break the capture, or traced into a compiled graph
+    (``libreyolo.kernels.traced``), where it has no values to read. The kernels read the sizes
+    on the device, so the plan launches on the tensor itself, as the ragged plan does: only its
+    metadata and the layout are checked, and the plan is not remembered (its key would need the
+    values)."""
     with no_host_reads():
         validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
     if spatial_shapes.device != value.device:
@@ -226,4 +231,4 @@ SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_common.py
 
 REGISTERED = register("ms_deform_attn", ms_deform_attn_triton, name="triton",
                       predicate=triton_ready, capabilities=CAPABILITIES, accepts=accepts,
-                      sources=SOURCES, backward=ms_deform_attn_triton_backward)
+                      sources=SOURCES, backward=ms_deform_attn_triton_backward, traceable=True)
