@@ -842,10 +842,10 @@ def _loaded_for_trace() -> bool:
 
 def _selection_guard() -> int:
     """What the selection reads from the process, read where Dynamo traces a slot call: Dynamo
-    guards a compiled graph on the settings' raw values and the registry generation so read, so
+    guards a compiled graph on every setting's raw value and the registry generation so read, so
     a changed setting, a registration or a disabled implementation recompiles the graph, whose
     kernels were chosen when it was traced (``libreyolo.kernels.traced``)."""
-    return hash((*settings.raw_values(), _generation))
+    return hash((*settings.traced_values(), _generation))
 
 
 def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
