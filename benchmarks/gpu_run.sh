@@ -8,10 +8,10 @@
 #   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
 #     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile profile-compile
-#     controls-gpu bench-detectors
+#     controls-gpu bench-detectors fp8-policy
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
-#     bench-msda-det, bench-compile, profile-compile, controls-gpu and bench-detectors, in that
-#     order)
+#     bench-msda-det, bench-compile, profile-compile, controls-gpu, bench-detectors and
+#     fp8-policy, in that order)
 #   records: `python -m conformance.evidence.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
@@ -37,6 +37,9 @@
 #     "--rounds 3" with SWEEP_RUN_LIMIT, each run's seconds, default 40). Bfloat16 rounding on
 #     the shipped tiles: SWEEP_TILES=shipped SWEEP_WARPS=shipped SWEEP_BF16="hardware integer"
 #     SWEEP_ARGS="--dtypes bfloat16".
+#   fp8-policy: the FP8 engage policy on this card (not in the default list): its checks and
+#     per-layer times as bench-fp8 measures them, into fp8_policy.json, and the fp8_policy.toml
+#     entries they support, into fp8_policy_entries.toml (what the toml needs: the log's end).
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
 #     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
 #     tile shape, division and E4M3 conversion (benchmarks/sweeps/sweep_fp8_prologue.py).
@@ -267,6 +270,15 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
         # the policy table it measured beside its results (libreyolo/kernels/quant/execute/)
         run bench-fp8 240 python3 benchmarks/bench/bench_fp8.py "$OUT/bench_fp8.json" \
             --policy "$OUT/fp8_policy.toml" ;;
+    fp8-policy)
+        # the FP8 engage policy measured on this card as on the H200 (bench_fp8.py's checks and
+        # layers, nothing else; benchmarks/bench/measure_fp8_policy.py), then the toml entries it
+        # supports and what fp8_policy.toml needs for them (benchmarks/rendering/fp8_policy.py)
+        run fp8-policy 180 python3 benchmarks/bench/measure_fp8_policy.py "$OUT/fp8_policy.json"
+        python3 -m benchmarks.rendering.fp8_policy --from "$OUT/fp8_policy.json" \
+            >"$OUT/fp8_policy_entries.toml" 2>"$LOGS/fp8-policy-entries.log"
+        cat "$OUT/fp8_policy_entries.toml" "$LOGS/fp8-policy-entries.log"
+        summary+=("$(sed 's/^/    /' "$LOGS/fp8-policy-entries.log")") ;;
     sweep-fp8)
         run sweep-fp8 150 python3 benchmarks/sweeps/sweep_fp8_prologue.py "$OUT/sweep_fp8_prologue.json" ;;
     probe-fp8)
