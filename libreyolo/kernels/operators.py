@@ -66,16 +66,16 @@ def operator(name: str):
 
 def call(name: str, args: tuple, kwargs: dict):
     """The slot's operator on a call's arguments: ``spatial_shapes`` given as pairs becomes the
-    int64 tensor the schema takes, and E4M3 inputs (``Slot.float8_inputs``) cross as their
-    bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
-    an input of another dtype gets the slot's own error."""
+    int64 tensor the schema takes (``_shapes_tensor``), and E4M3 inputs (``Slot.float8_inputs``)
+    cross as their bytes, since torch's schema check compares inputs with ``allclose``, which
+    float8 lacks; an input of another dtype gets the slot's own error."""
     slot = get_slot(name)
     judge = _JUDGES[name]
     bound = slot.bind(args, kwargs)
     shapes = bound.get("spatial_shapes")
     if shapes is not None and not isinstance(shapes, torch.Tensor):
         judge(*args, **kwargs)  # pairs are checked as given (SymInts from .shape included)
-        bound["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
+        bound["spatial_shapes"] = _shapes_tensor(shapes, bound)
     for argument, kind in slot.argument_types.items():
         if not _fits(kind, bound[argument]):  # the slot's own error, not the schema's
             judge(*args, **kwargs)
@@ -89,6 +89,16 @@ def call(name: str, args: tuple, kwargs: dict):
         bound[argument] = value.view(torch.uint8)
     args, kwargs = slot.split(bound)
     return operator(name)(*args, **kwargs)
+
+
+def _shapes_tensor(pairs, bound: dict) -> torch.Tensor:
+    """``(H, W)`` pairs as the ``(levels, 2)`` int64 tensor the schema takes, made on the device
+    of the call's first tensor: a traced kernel reads the sizes there (``traced.py``), and
+    inductor makes a short flat tensor of known ints in a kernel of its own, where a host tensor
+    copied over would put a CPU node in the graph, which keeps it out of CUDA graphs."""
+    device = next((v.device for v in bound.values() if isinstance(v, torch.Tensor)), None)
+    flat = [size for pair in pairs for size in pair]
+    return torch.tensor(flat, dtype=torch.int64, device=device).view(-1, 2)
 
 
 def _fits(kind: str, value: object) -> bool:

@@ -832,12 +832,16 @@ def choose(op: str, args: tuple, kwargs: dict) -> Choice | None:
     return None
 
 
-@torch.compiler.assume_constant_result
 def _loaded_for_trace() -> bool:
     """The providers loaded, run by Dynamo as it traces a slot call (not traced: a constant), so
     the registry generation ``_selection_guard`` reads next is the one the trace selects with."""
     _ensure_loaded(settings.selection())
     return True
+
+
+# What ``torch.compiler.assume_constant_result`` does (torch 2.11 to 2.13): calling it imports
+# Dynamo, and with it triton, at the registry's import, which must import neither.
+_loaded_for_trace._dynamo_marked_constant = True
 
 
 def _selection_guard() -> int:

@@ -190,12 +190,11 @@ def offset_normalizer(levels: Levels, device: torch.device,
     return normalizer
 
 
-def traced_on(spatial_shapes: SpatialShapes, device: torch.device) -> SpatialShapes:
-    """A ``spatial_shapes`` tensor on ``device`` while a compiled graph traces the kernels
-    (``libreyolo.capture.tracing_kernels``): the slot's operator hands ``(H, W)`` pairs over as a
-    host tensor, which a traced graph cannot read, so its kernels read the sizes on the device,
-    copied there by the graph. Anything else is returned as given."""
-    if kernels_traced() and isinstance(spatial_shapes, torch.Tensor) \
-            and spatial_shapes.device != device:
-        return spatial_shapes.to(device)
-    return spatial_shapes
+def traced_on(spatial_shapes: SpatialShapes, device: torch.device) -> torch.Tensor | None:
+    """While a compiled graph traces the kernels (``libreyolo.capture.tracing_kernels``), a
+    ``spatial_shapes`` tensor on ``device``, from which the kernels read the sizes on the device:
+    a traced tensor has no values to read on the host (one made from pairs elsewhere is copied
+    by the graph). None otherwise: pairs, or no trace."""
+    if not (kernels_traced() and isinstance(spatial_shapes, torch.Tensor)):
+        return None
+    return spatial_shapes if spatial_shapes.device == device else spatial_shapes.to(device)

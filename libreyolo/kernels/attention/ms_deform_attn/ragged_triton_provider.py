@@ -106,7 +106,8 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
         pairs, points = validate_ragged_inputs(value, spatial_shapes, sampling_locations,
                                          attention_weights, points_per_level, method)
         return len(pairs), _device_shapes(tuple(pairs), value.device), points
-    spatial_shapes = traced_on(spatial_shapes, value.device)
+    if (traced := traced_on(spatial_shapes, value.device)) is not None:
+        spatial_shapes = traced
     if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
             or spatial_shapes.shape[1] != 2 or spatial_shapes.device != value.device:
         return "spatial_shapes must be a (levels, 2) int64 tensor on value's device"

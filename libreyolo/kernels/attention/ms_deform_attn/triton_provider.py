@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.capture import kernels_traced, no_host_reads
+from libreyolo.capture import no_host_reads
 from libreyolo.deprecated import moved
 from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
@@ -108,9 +108,8 @@ def _plan_key(tensors, spatial_shapes) -> tuple | None:
 
 def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
     """``accepts``' answer, worked out (see :mod:`.memo` for when it is remembered)."""
-    if kernels_traced() and isinstance(spatial_shapes, torch.Tensor):
-        spatial_shapes = traced_on(spatial_shapes, value.device)
-        return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
+    if (traced := traced_on(spatial_shapes, value.device)) is not None:
+        return _captured_plan(value, traced, sampling_locations, attention_weights)
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
         return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
