@@ -68,13 +68,17 @@ def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name):
 
 @pytest.mark.parametrize("name", ["ms_deform_attn", "ms_deform_attn_ragged", "fake_quant_fp8"])
 def test_reduce_overhead_replays_the_traced_kernels_with_the_eager_bits(name):
+    from torch._dynamo.utils import counters
+
     with repeatable(name, "cuda"):
         torch._dynamo.reset()
+        counters.clear()
         eager = _run(_call(name), name, "cuda")
         compiled_call = torch.compile(_call(name), mode="reduce-overhead", fullgraph=True)
         for _ in range(3):  # recorded, then replayed
             compiled = _run(compiled_call, name, "cuda")
     assert traced.decisions().get(name, "").startswith("traced:"), traced.decisions()
+    assert not counters["inductor"]["cudagraph_skips"], "the graph was not run as a CUDA graph"
     for got, want in zip(compiled, eager, strict=True):
         if want is not None:
             assert torch.equal(got, want)
