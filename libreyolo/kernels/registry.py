@@ -844,12 +844,17 @@ def _loaded_for_trace() -> bool:
 _loaded_for_trace._dynamo_marked_constant = True
 
 
-def _selection_guard() -> int:
-    """What the selection reads from the process, read where Dynamo traces a slot call: Dynamo
-    guards a compiled graph on every setting's raw value and the registry generation so read, so
-    a changed setting, a registration or a disabled implementation recompiles the graph, whose
-    kernels were chosen when it was traced (``libreyolo.kernels.traced``)."""
-    return hash((*settings.traced_values(), _generation))
+def _selection_guard() -> bool:
+    """What the selection reads from the process, compared where Dynamo traces a slot call: a
+    comparison makes Dynamo guard the compiled graph on each value compared (every setting's raw
+    value and the registry generation), so a changed setting, a registration or a disabled
+    implementation recompiles the graph, whose kernels were chosen when it was traced
+    (``libreyolo.kernels.traced``). Plain comparisons: torch 2.11's Dynamo cannot ``hash`` a
+    tuple."""
+    changed = _generation < 0
+    for value in settings.traced_values():
+        changed = changed or value == b"\0"
+    return changed
 
 
 def backward(op: str, grad: torch.Tensor, *args, **kwargs) -> tuple:
