@@ -10,10 +10,12 @@ made on the fake tensors, and its Triton launches become ``wrap_triton`` nodes o
 (``triton_launch``), which inductor's generated code launches itself, CUDA graphs included, with
 no registry Python per call. The same kernels on the same arguments: the eager call's bits.
 
-Anything else keeps the opaque operator, whose kernel runs the eager selection on every call:
-another's implementation, a CPU input (a slot's reference stays opaque: inductor would fuse
-its math into other bits), the Triton interpreter (it launches on real tensors only), an input
-no traceable implementation takes, or one whose tracing raised (the reason is kept).
+Anything else keeps the opaque operator, whose kernel runs the eager selection on every call: an
+implementation whose traced form no CUDA run has validated yet (``traced_on_cuda.toml``, as a
+parity record gates an implementation), another's implementation, a CPU input (a slot's reference
+stays opaque: inductor would fuse its math into other bits), the Triton interpreter (it launches on
+real tensors only), an input no traceable implementation takes, or one whose tracing raised (the
+reason is kept).
 
 Dynamo guards each compiled graph on the settings and the registry's generation
 (``registry._selection_guard``), so a changed setting or registration recompiles. A kernel
@@ -24,7 +26,10 @@ trace of each operator chose.
 
 from __future__ import annotations
 
+import functools
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -37,6 +42,16 @@ from .providers import IN_TREE
 from .slots import Slot
 
 _TRACEABLE_TYPES = (torch.Tensor, FakeTensor, FunctionalTensor)
+
+VALIDATED_FILE = Path(__file__).with_name("traced_on_cuda.toml")
+
+
+@functools.cache
+def validated() -> frozenset[str]:
+    """``slot/name`` of the implementations whose traced form a CUDA run validated
+    (``traced_on_cuda.toml``): only these are traced."""
+    with VALIDATED_FILE.open("rb") as file:
+        return frozenset(entry["implementation"] for entry in tomllib.load(file)["traced"])
 
 _decisions: dict[str, str] = {}
 
@@ -99,6 +114,9 @@ def _traceable_choice(op: str, args: tuple, kwargs: dict, backward: bool):
         return None, "the reference runs it (kept opaque: inductor would fuse it into other bits)"
     if not (impl.traceable and impl.origin == IN_TREE):
         return None, f"{impl.name} ({impl.origin}) is not an in-tree traceable implementation"
+    if f"{op}/{impl.name}" not in validated():
+        return None, (f"{impl.name}'s traced form has not been validated on CUDA "
+                      "(libreyolo/kernels/traced_on_cuda.toml)")
     if backward and impl.backward is None:
         return None, f"{impl.name} declares no backward (the operator recomputes through it)"
     return choice, None

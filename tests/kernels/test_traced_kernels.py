@@ -33,6 +33,7 @@ def registered(monkeypatch):
     implementation, named ``standin``, for this test."""
     for variable in (settings.KERNELS, settings.LEGACY_KERNELS):
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(traced, "validated", lambda: frozenset({f"{SLOT}/standin"}))
 
     def install(fn, in_tree=True, **options):
         if in_tree:
@@ -93,6 +94,25 @@ def test_anything_else_keeps_the_opaque_operator(registered, in_tree, traceable,
     assert torch.equal(call(x), ops.fake_quant_fp8(x) * 2)
     assert traced.decisions()[SLOT] == f"opaque: {why}"
     assert libreyolo_ops(graphs) == {"libreyolo.fake_quant_fp8.default"}
+
+
+def test_one_no_cuda_run_validated_keeps_the_opaque_operator(registered, monkeypatch):
+    registered(standin, traceable=True)
+    monkeypatch.setattr(traced, "validated", frozenset)
+    x = torch.randn(8, 32)
+    call, graphs = compiled(lambda x: ops.fake_quant_fp8(x) * 2)
+    assert torch.equal(call(x), ops.fake_quant_fp8(x) * 2)
+    assert traced.decisions()[SLOT] == ("opaque: standin's traced form has not been validated "
+                                        "on CUDA (libreyolo/kernels/traced_on_cuda.toml)")
+    assert libreyolo_ops(graphs) == {"libreyolo.fake_quant_fp8.default"}
+
+
+def test_every_implementation_listed_as_validated_is_an_in_tree_traceable_one():
+    traced.validated.cache_clear()
+    listed = traced.validated()
+    known = {f"{impl.op}/{impl.name}" for op in registry._impls for impl in registry.registered(op)
+             if impl.traceable and impl.origin == IN_TREE}
+    assert listed <= known, listed - known
 
 
 def test_the_reference_stays_opaque_so_inductor_cannot_refuse_its_bits(registered):
