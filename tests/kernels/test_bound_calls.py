@@ -262,13 +262,16 @@ def test_an_export_gets_the_references_math(stand_in, selections):
 
 
 CALLS = {
-    "fake_quant_fp8-dynamic": (SLOT, lambda: (x_like(),), {}),
-    "fake_quant_fp8-static": (SLOT, lambda: (x_like(), torch.tensor(0.25)), {}),
-    "fake_quant_fp8-e5m2-axis": (SLOT, lambda: (x_like(), torch.rand(8) + 0.1),
+    "fake_quant_fp8-dynamic": (SLOT, lambda seed: (x_like(seed=seed),), {}),
+    "fake_quant_fp8-static": (SLOT, lambda seed: (x_like(seed=seed), torch.tensor(0.25)), {}),
+    "fake_quant_fp8-e5m2-axis": (SLOT, lambda seed: (x_like(seed=seed), torch.rand(8) + 0.1),
                                  {"fmt": "e5m2", "axis": 0}),
-    "fake_quant_int_grouped": ("fake_quant_int_grouped", lambda: (x_like(), 4, 8), {}),
-    "fake_quant_nvfp4_dynamic": ("fake_quant_nvfp4_dynamic", lambda: (x_like(),), {}),
-    "fake_quant_mxfp8_weight": ("fake_quant_mxfp8_weight", lambda: (x_like((4, 64)),), {}),
+    "fake_quant_int_grouped": ("fake_quant_int_grouped", lambda seed: (x_like(seed=seed), 4, 8),
+                               {}),
+    "fake_quant_nvfp4_dynamic": ("fake_quant_nvfp4_dynamic", lambda seed: (x_like(seed=seed),),
+                                 {}),
+    "fake_quant_mxfp8_weight": ("fake_quant_mxfp8_weight",
+                                lambda seed: (x_like((4, 64), seed=seed),), {}),
 }
 
 
@@ -276,8 +279,8 @@ CALLS = {
 def test_the_bits_equal_ops(case):
     slot, make, kwargs = case
     bound = BoundSlot(slot)
-    for _ in range(3):  # selected, then bound
-        args = make()
+    for seed in range(3):  # selected, then bound
+        args = make(seed)
         assert torch.equal(bound(*args, **kwargs), getattr(ops, slot)(*args, **kwargs))
 
 
@@ -292,24 +295,49 @@ def test_the_deformable_attention_helper_answers_none_where_nothing_takes_the_in
     assert [maybe_ms_deform_attn(*_msda_inputs(seed)) for seed in (0, 1)] == [None, None]
 
 
-def test_the_deformable_attention_helper_selects_once_per_description(selections, monkeypatch):
-    """What MSDeformAttn and the transformers wiring call: a decoder's steady state."""
+@pytest.fixture
+def msda_stand_in(monkeypatch):
+    """A deformable-attention implementation taking every input with one plan; its runs (the
+    plan each got) and how often its accepts was asked."""
     for variable in (settings.KERNELS, settings.LEGACY_KERNELS):
         monkeypatch.delenv(variable, raising=False)
-    plan, ran = Plan(), []
+    plan, record = Plan(), {"ran": [], "asked": 0}
 
     def fake(value, spatial_shapes, sampling_locations, attention_weights, *, prepared=None):
-        ran.append(prepared)
+        record["ran"].append(prepared)
         batch, _, heads, channels = value.shape
         return value.new_zeros(batch, sampling_locations.shape[1], heads * channels)
 
-    register("ms_deform_attn", fake, name=NAME, accepts=lambda *args: plan)
-    try:
-        outs = [maybe_ms_deform_attn(*_msda_inputs(seed)) for seed in range(3)]
-    finally:
-        unregister("ms_deform_attn", NAME)
-    assert all(out is not None for out in outs) and ran == [plan] * 3
+    def accepts(*args):
+        record["asked"] += 1
+        return plan
+
+    register("ms_deform_attn", fake, name=NAME, accepts=accepts)
+    yield plan, record
+    unregister("ms_deform_attn", NAME)
+
+
+def test_the_deformable_attention_helper_selects_once_per_description(msda_stand_in,
+                                                                       selections):
+    plan, record = msda_stand_in
+    outs = [maybe_ms_deform_attn(*_msda_inputs(seed)) for seed in range(3)]
+    assert all(out is not None for out in outs) and record["ran"] == [plan] * 3
     assert selections["choose"] == 1
+
+
+def test_msdeformattn_with_level_pairs_keeps_its_plan(msda_stand_in, selections):
+    """A decoder layer's steady state: no selection, no accepts, the kept plan."""
+    from libreyolo.nn import MSDeformAttn
+
+    plan, record = msda_stand_in
+    module = MSDeformAttn(d_model=32, n_levels=2, n_heads=4, n_points=3)
+    levels = [(6, 8), (3, 4)]
+    module(torch.randn(2, 5, 32), torch.rand(2, 5, 2, 2), torch.randn(2, 60, 32), levels)
+    asked = record["asked"]
+    for _ in range(3):
+        module(torch.randn(2, 5, 32), torch.rand(2, 5, 2, 2), torch.randn(2, 60, 32), levels)
+    assert record["asked"] == asked and record["ran"] == [plan] * 4
+    assert selections == {"dispatch": 1, "choose": 1}
 
 
 def test_an_unknown_slot_is_refused_naming_it():
