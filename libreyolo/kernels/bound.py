@@ -23,7 +23,8 @@ views of the call's tensors, gives the very same plan (so the plan holds none of
 deformable-attention plans, kept by description). Elsewhere the bound implementation's
 ``accepts`` is asked on every call (the fake-quant plans hold the call's tensors), a lookup in
 the implementation's own plan cache. The capabilities are asked again only where the guard
-cannot tell their answer: a declaration that tells eager CUDA from a CUDA graph capture apart.
+cannot tell their answer: a declaration that tells eager CUDA from a CUDA graph capture apart
+(while it declines, the call goes through ``dispatch`` and the binding stays for eager calls).
 
 What ``dispatch`` guarantees holds on this path too. While a graph is captured every call goes
 through ``dispatch``. When the bound implementation declines, raises (running out of memory
@@ -172,7 +173,8 @@ class BoundSlot:
         impl = binding.impl
         if binding.capabilities is not None and \
                 binding.capabilities.decline(op, args, kwargs) is not None:
-            return self._rebind(guard, args, kwargs)
+            # a CUDA graph capture it does not run under: the binding stays for eager calls
+            return registry.dispatch(op, *args, **kwargs)
         try:
             plan = binding.plan if binding.kept else impl.accepts(*args, **kwargs)
             if plan is None:

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from libreyolo.kernels import (
+    Capabilities,
     KernelDisabledWarning,
     Prepared,
     ops,
@@ -338,6 +339,29 @@ def test_msdeformattn_with_level_pairs_keeps_its_plan(msda_stand_in, selections)
         module(torch.randn(2, 5, 32), torch.rand(2, 5, 2, 2), torch.randn(2, 60, 32), levels)
     assert record["asked"] == asked and record["ran"] == [plan] * 4
     assert selections == {"dispatch": 1, "choose": 1}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_declaration_without_cuda_graphs_is_asked_again_while_one_is_captured(
+        stand_in, monkeypatch):
+    """The guard does not read the capture state; a declaration that tells eager CUDA from a
+    CUDA graph capture apart is asked on every call (a capture in progress is pretended: what
+    the capabilities read of it is ``torch.cuda.is_current_stream_capturing``)."""
+    eager_only = StandIn()
+    register(SLOT, eager_only, name="bound_test_eager_only", accepts=eager_only.accepts,
+             capabilities=Capabilities(devices={"cuda"}, modes={"cuda"}))
+    try:
+        bound = BoundSlot(SLOT)
+        bound(x_like().cuda())
+        with monkeypatch.context() as pretend:
+            pretend.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+            out = bound(x_like(seed=1).cuda())
+        assert eager_only.calls == 1 and stand_in.calls == 1  # the next one took it
+        bound(x_like(seed=2).cuda())  # eager again: still bound
+        assert eager_only.calls == 2
+    finally:
+        unregister(SLOT, "bound_test_eager_only")
+    assert torch.equal(out, fake_quant_fp8(x_like(seed=1).cuda()))
 
 
 def test_an_unknown_slot_is_refused_naming_it():
