@@ -53,17 +53,6 @@ _SEQUENCES = (list, tuple)
 _STRIDED = torch.strided
 
 
-def _described(arg: object) -> object:
-    """One argument as the guard holds it (see the module docstring)."""
-    if isinstance(arg, torch.Tensor):
-        if arg.layout is _STRIDED:
-            return (arg.dtype, arg.shape, arg.stride(), arg.device, arg.requires_grad)
-        return (arg.dtype, arg.shape, arg.layout, arg.device, arg.requires_grad)
-    if type(arg) in _SEQUENCES:
-        return (type(arg), repr(arg))
-    return (type(arg), arg)
-
-
 def _output_description(result: object) -> object:
     """What ``dispatch`` judged of a result: each tensor's shape, dtype and device."""
     if isinstance(result, torch.Tensor):
@@ -149,13 +138,25 @@ class BoundSlot:
         return f"BoundSlot({self.op!r}, {len(self._bindings)} description(s) bound)"
 
     def _guard(self, args: tuple, kwargs: dict) -> tuple:
-        """What the selection read for this call (see the module docstring)."""
+        """What the selection read for this call (see the module docstring), flat: each tensor
+        gives five items, starting with its dtype, any other argument two, starting with its
+        type, and keyword names come before their values, so no two calls read alike (built in
+        one loop, without a tuple or a call per argument: a decoder asks this every call)."""
+        key = [registry._generation, settings.raw_values(), settings.plan_raw_values(),
+               torch.is_grad_enabled()]
         if kwargs:
-            return (registry._generation, settings.raw_values(), settings.plan_raw_values(),
-                    torch.is_grad_enabled(), *map(_described, args), *kwargs,
-                    *map(_described, kwargs.values()))
-        return (registry._generation, settings.raw_values(), settings.plan_raw_values(),
-                torch.is_grad_enabled(), *map(_described, args))
+            key += kwargs
+            args = (*args, *kwargs.values())
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                key += (arg.dtype, arg.shape,
+                        arg.stride() if arg.layout is _STRIDED else arg.layout, arg.device,
+                        arg.requires_grad)
+            elif type(arg) in _SEQUENCES:
+                key += (type(arg), repr(arg))
+            else:
+                key += (type(arg), arg)
+        return tuple(key)
 
     def __call__(self, *args, **kwargs):
         op = self.op

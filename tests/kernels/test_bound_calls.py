@@ -127,7 +127,7 @@ SETTINGS = tuple(settings.in_effect())
                                   *SETTINGS])
 def test_a_changed_input_or_setting_selects_again(kind, stand_in, selections, monkeypatch):
     bound = BoundSlot(SLOT)
-    bound(x_like())
+    bound(x_like(), **({"fmt": "e4m3"} if kind == "keyword" else {}))
     changed = _changed(kind, monkeypatch)
     args, kwargs = changed if isinstance(changed[-1], dict) else (changed, {})
     with warnings.catch_warnings():
