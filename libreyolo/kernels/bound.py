@@ -97,10 +97,10 @@ def _keeps_plan(choice: registry.Choice, args: tuple, kwargs: dict) -> bool:
         return True
     if not isinstance(choice.plan, Prepared) or not _only_data(impl.op, args, kwargs):
         return False
-    args, kwargs = _other_tensors(args, kwargs)
     try:
+        args, kwargs = _other_tensors(args, kwargs)
         return impl.accepts(*args, **kwargs) is choice.plan
-    except Exception:  # noqa: BLE001 - an answer it cannot give: asked on every call instead
+    except Exception:  # noqa: BLE001 - no answer for other tensors: asked on every call instead
         return False
 
 
