@@ -2,11 +2,13 @@
 
 ``torch.compile`` cannot see into the registry (its selection reads settings and per-process
 state on every call), so under compile a slot call becomes its operator (``registry.dispatch``
-routes it here): inductor treats the operator as opaque, and when the compiled code runs, the
-operator's kernel is the registry's eager selection — the Triton kernel on CUDA, the reference run
-as written on CPU, a third party's implementation through the same registry. So a compiled call
-gives the eager call's bits, forward and backward. Exports never get here: they hold the portable
-math (``libreyolo.capture``).
+routes it here through the hook this module installs, ``registry.compile_with(call)``: this
+module runs the registry's selection, so the registry does not import it back, and loads it by
+name when a trace first needs it): inductor treats the operator as opaque, and when the compiled
+code runs, the operator's kernel is the registry's eager selection — the Triton kernel on CUDA,
+the reference run as written on CPU, a third party's implementation through the same registry.
+So a compiled call gives the eager call's bits, forward and backward. Exports never get here:
+they hold the portable math (``libreyolo.capture``).
 
 Each operator is made from its slot's declaration (``slots.py``), with no per-slot code:
 - the schema is the declaration's;
@@ -134,7 +136,7 @@ def _kernel(slot: Slot):
     def kernel(*args, **kwargs):
         args, kwargs = _as_called(slot, args, kwargs)
         with torch.no_grad():
-            out = registry.selected(slot.name, args, kwargs)
+            out = registry.run_selected(slot.name, args, kwargs)
             if out is None:
                 out = portable(*args, **kwargs)
         return _unaliased(out, args, kwargs)
@@ -268,3 +270,4 @@ def _define(slot: Slot) -> None:
 
 for _slot in SLOTS:  # once, at import: importing the module defines the operators
     _define(_slot)
+registry.compile_with(call)

@@ -36,7 +36,7 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.registry import planned
+from libreyolo.kernels.registry import plan_or_raise
 from libreyolo.kernels.triton_kit import (
     CAPABILITIES,
     FloatKind,
@@ -226,11 +226,11 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
     """The slot on the Triton kernels; differentiable in value, weights and (bilinear) locations.
 
     ``prepared`` is ``accepts``' plan for these arguments (``dispatch`` passes it); without it
-    the call asks what the registry asks (``registry.planned``: the declared capabilities, then
-    ``accepts``), and raises the portable path's error for a bad input, or ValueError if the
+    the call asks what the registry asks (``registry.plan_or_raise``: the declared capabilities,
+    then ``accepts``), and raises the portable path's error for a bad input, or ValueError if the
     kernels decline a good one.
     """
-    plan = prepared if prepared is not None else planned(REGISTERED, (
+    plan = prepared if prepared is not None else plan_or_raise(REGISTERED, (
         value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method))
     return common.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
 

@@ -29,7 +29,7 @@ from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.registry import planned
+from libreyolo.kernels.registry import plan_or_raise
 from libreyolo.kernels.triton_kit import CAPABILITIES, cdiv, interpreter_decline, triton_ready
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.kernels.triton_launch import Launcher
@@ -189,13 +189,13 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
     """The slot on the Triton kernels; differentiable in value, locations and weights.
 
     ``prepared`` is what :func:`accepts` returned for these arguments (the registry passes it);
-    a direct call without it asks what the registry asks (``registry.planned``: the declared
+    a direct call without it asks what the registry asks (``registry.plan_or_raise``: the declared
     capabilities, then :func:`accepts`) and raises the portable core's error for a bad input, or
     ``ValueError`` with the reason when the kernels decline a good one.
     """
     if prepared is None:
-        prepared = planned(REGISTERED, (value, spatial_shapes, sampling_locations,
-                                        attention_weights))
+        prepared = plan_or_raise(REGISTERED, (value, spatial_shapes, sampling_locations,
+                                              attention_weights))
     return common.run(_apply, _forward, prepared, value, sampling_locations, attention_weights)
 
 
