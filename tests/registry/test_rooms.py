@@ -1,7 +1,8 @@
 """The registry is a package of rooms behind one face: a name set on ``libreyolo.kernels.registry``
 reaches the room that reads it, the state read through it is the current one, and no room
 imports the slot operators (they run the registry's selection and install the hook a compiled
-call goes through)."""
+call goes through). A direct call's ``plan_or_raise`` reads an answer by the same selection step
+as a call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+import torch
+
 from libreyolo.kernels import registry
+from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.registry import environment, state
 
 SLOT = "fake_quant_fp8"
@@ -52,3 +57,24 @@ def test_the_registry_imports_no_operators_and_a_compiled_call_loads_them():
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"before": False, "same": True, "after": True}
 
+
+
+class _Plan(Prepared):
+    __slots__ = ()
+
+
+@pytest.mark.parametrize(("answer", "raised"), [
+    (None, None),
+    (_Plan(), None),
+    ("too small", "fake_quant_fp8 mine implementation declines this input: too small"),
+    (5, "accepts\\(\\) returned 5 \\(int\\); it must return None"),
+])
+def test_a_direct_call_gets_the_plan_or_its_decline_raised(clean_registry, answer, raised):
+    impl = registry.register(SLOT, lambda x, scale=None, *, fmt="e4m3", axis=None: x,
+                             name="mine", accepts=lambda *a, **k: answer)
+    x = torch.ones(4)
+    if raised is None:
+        assert registry.plan_or_raise(impl, (x,)) is answer
+    else:
+        with pytest.raises(ValueError, match=raised):
+            registry.plan_or_raise(impl, (x,))
