@@ -132,7 +132,10 @@ def kernels_traced() -> bool:
 
 
 def host_reads_forbidden() -> bool:
-    """True when reading a tensor's values on the host would break a capture in progress."""
-    if is_capturing() or checking_fake():
+    """True when reading a tensor's values on the host would break a capture in progress, or
+    while a compiled graph traces the kernels (``tracing_kernels``: asked on its own, since
+    ``torch.compiler.is_compiling()`` can be false while AOTAutograd traces, and a plan would
+    then read a fake tensor's values)."""
+    if is_capturing() or checking_fake() or getattr(TRACING, "on", False):
         return True
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_operators import slot_inputs
 from torch._dynamo.backends.common import aot_autograd
+from torch._subclasses.fake_tensor import FakeTensorMode
 
+from libreyolo.capture import tracing_kernels
 from libreyolo.kernels import ops, registry, settings, traced
+from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.providers import IN_TREE
+from libreyolo.kernels.quant.simulate.plan import prepare
 from libreyolo.quant.fake_quant import fake_quant_fp8 as reference
 
 SLOT = "fake_quant_fp8"
@@ -158,3 +163,23 @@ def test_a_registration_after_compiling_recompiles_and_is_followed(registered):
     call(x)
     assert len(graphs) == 2, "the registration did not recompile the graph"
     assert traced.decisions()[SLOT] == "traced: standin"
+
+
+@pytest.mark.parametrize("name", ["fake_quant_fp8", "fake_quant_int8_affine",
+                                  "fake_quant_int8_per_channel"])
+def test_a_traced_plan_reads_no_values_even_where_torch_says_it_is_not_compiling(name,
+                                                                                 monkeypatch):
+    """On the H100 (torch 2.11) ``torch.compiler.is_compiling()`` was false while AOTAutograd
+    traced, the Triton plans read the caller's scale on fake tensors, and the registry passed
+    the kernels over for the reference. Planned here on fake CUDA tensors, as a trace would."""
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", False)
+    args, kwargs = slot_inputs(name, "cpu")
+
+    def fake(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cuda")
+
+    with FakeTensorMode(), tracing_kernels(), torch.no_grad():
+        plan = prepare(name, *map(fake, args), **{k: fake(v) for k, v in kwargs.items()})
+    assert isinstance(plan, Prepared), plan
