@@ -37,9 +37,7 @@ row (a run cut short keeps what it measured) and prints a markdown table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import platform
 import statistics
 import sys
@@ -56,6 +54,7 @@ from benchmarks.bench.qat_models import (  # noqa: E402
     DetrLikeDecoder,
     YoloLikeStack,
     decoder_batch,
+    selection,
     yolo_batch,
 )
 from libreyolo.nn.quantized import calibrate, prepare  # noqa: E402
@@ -70,22 +69,6 @@ MODELS = {
 #: input): a per-pixel input format (fp8 dynamic, MXFP4) quantizes each pixel's channels, which
 #: are then contiguous, so no layout copy surrounds the slot call
 CHANNELS_LAST = {"yolo_channels_last": "yolo"}
-
-
-@contextlib.contextmanager
-def selection(value):
-    saved = os.environ.get("LIBREYOLO_KERNELS")
-    if value is None:
-        os.environ.pop("LIBREYOLO_KERNELS", None)
-    else:
-        os.environ["LIBREYOLO_KERNELS"] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("LIBREYOLO_KERNELS", None)
-        else:
-            os.environ["LIBREYOLO_KERNELS"] = saved
 
 
 def _inputs(batch):

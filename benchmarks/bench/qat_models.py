@@ -1,4 +1,5 @@
-"""The detector-sized models of the QAT benchmark (bench_qat.py) and the GPU QAT tests.
+"""The detector-sized models of the QAT benchmark (bench_qat.py) and the GPU QAT tests, and the
+kernel selection both run them under (``selection``).
 
 - ``YoloLikeStack``: a YOLO-like convolution stack, channels 64-256 from 80x80 to 20x20 (a 3x3
   and a 1x1 at each scale, two stride-2 3x3 between them, a 1x1 head of 255 channels: 3 anchors
@@ -16,6 +17,9 @@ can run them under ``torch.use_deterministic_algorithms(True)``.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 import torch
 import torch.nn.functional as F
@@ -99,3 +103,21 @@ def decoder_batch(batch: int, device, seed: int = 0, queries: int = 300, tokens:
 
     return (randn(batch, queries, dim), randn(batch, tokens, dim), randn(batch, queries, dim)), \
         randn(batch, queries, dim)
+
+
+@contextlib.contextmanager
+def selection(value: str | None):
+    """``LIBREYOLO_KERNELS`` set to ``value`` (None: unset) for the duration, then restored (the
+    registry reads its settings on every call)."""
+    saved = os.environ.get("LIBREYOLO_KERNELS")
+    if value is None:
+        os.environ.pop("LIBREYOLO_KERNELS", None)
+    else:
+        os.environ["LIBREYOLO_KERNELS"] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LIBREYOLO_KERNELS", None)
+        else:
+            os.environ["LIBREYOLO_KERNELS"] = saved

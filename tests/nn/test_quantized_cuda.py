@@ -36,7 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import libreyolo.kernels as kernels  # noqa: E402
-from benchmarks.bench.qat_models import YoloLikeStack, yolo_batch  # noqa: E402
+from benchmarks.bench.qat_models import YoloLikeStack, selection, yolo_batch  # noqa: E402
 from examples.digits_qat import DigitsNet, cross_entropy  # noqa: E402
 from libreyolo.kernels import KernelDisabledWarning, ops  # noqa: E402
 from libreyolo.nn.quantized import calibrate, convert, prepare  # noqa: E402
@@ -66,23 +66,6 @@ def _deterministic():
     torch.use_deterministic_algorithms(saved[0])
     (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
      torch.backends.cuda.matmul.allow_tf32) = saved[1:]
-
-
-@contextlib.contextmanager
-def selection(value):
-    """LIBREYOLO_KERNELS for the duration (the registry reads its settings on every call)."""
-    saved = os.environ.get("LIBREYOLO_KERNELS")
-    if value is None:
-        os.environ.pop("LIBREYOLO_KERNELS", None)
-    else:
-        os.environ["LIBREYOLO_KERNELS"] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("LIBREYOLO_KERNELS", None)
-        else:
-            os.environ["LIBREYOLO_KERNELS"] = saved
 
 
 @contextlib.contextmanager
