@@ -48,7 +48,7 @@ def _call(name):
 
 
 @pytest.mark.parametrize("name", TRACEABLE)
-def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name):
+def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name, record_property):
     impl = _eager_choice(name)
     if impl is None or not impl.traceable:
         pytest.skip(f"{name}: eager runs {impl and impl.name}, not a traceable implementation")
@@ -73,10 +73,12 @@ def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name):
         assert (got is None) == (want is None)
         if want is not None:
             assert torch.equal(got, want)
+    # what a passing run validates, for benchmarks/rendering/traced_list.py
+    record_property("traced", f"{name}/{impl.name}")
 
 
 @pytest.mark.parametrize("name", ["ms_deform_attn", "ms_deform_attn_ragged", "fake_quant_fp8"])
-def test_reduce_overhead_replays_the_traced_kernels_with_the_eager_bits(name):
+def test_reduce_overhead_replays_the_traced_kernels_with_the_eager_bits(name, record_property):
     from torch._dynamo.utils import counters
 
     with repeatable(name, "cuda"):
@@ -91,3 +93,4 @@ def test_reduce_overhead_replays_the_traced_kernels_with_the_eager_bits(name):
     for got, want in zip(compiled, eager, strict=True):
         if want is not None:
             assert torch.equal(got, want)
+    record_property("replayed", name)
