@@ -1,7 +1,9 @@
 """The wiring's checks on small transformers detectors, shared by the CPU tests and the
 interpreter child (``interpreted_wiring_checks.py``).
 
-A family (``detector_families.toml``) is built twice from one seed: stock, and wired. The checks:
+A family (``detector_families.toml``) is built twice from one seed: stock, and wired, and both run
+on the same inputs (:func:`inputs`: pixels, and a text prompt for the open-vocabulary families).
+The checks:
 - the wiring finds the family's sites, and each asks its slot on every forward;
 - every real call a wired site made (captured) is within the slot's bounded contract against
   transformers' own core in float64, output and the three input gradients: our error at most
@@ -36,6 +38,8 @@ class Family:
     slot: str
     core: str
     backbone: dict | None = None
+    #: a text prompt's token ids, for the families that ground text (Grounding DINO and kin)
+    prompt: list[int] | None = None
 
 
 def load_families(table: str) -> dict[str, Family]:
@@ -47,8 +51,21 @@ def load_families(table: str) -> dict[str, Family]:
 FAMILIES = load_families("family")
 
 
+def inputs(family: Family, batch: int = 1, device: str = "cpu", seed: int = 0) -> dict:
+    """The forward's keyword arguments: random pixels from ``seed``, and the family's prompt (one
+    copy per image, every token attended) where it reads text."""
+    pixels = torch.randn(batch, 3, family.image, family.image,
+                         generator=torch.Generator().manual_seed(seed + 1))
+    arguments = {"pixel_values": pixels}
+    if family.prompt is not None:
+        ids = torch.tensor([family.prompt]).expand(batch, -1)
+        arguments.update(input_ids=ids, attention_mask=torch.ones_like(ids))
+    return {name: tensor.to(device) for name, tensor in arguments.items()}
+
+
 def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
-    """The family's stock model in eval mode, its weights from ``seed``, and an input."""
+    """The family's stock model in eval mode, its weights from ``seed``, and its
+    :func:`inputs`."""
     import transformers
 
     arguments = dict(family.overrides)
@@ -57,9 +74,7 @@ def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
         arguments["backbone_config"] = getattr(transformers, backbone.pop("class"))(**backbone)
     torch.manual_seed(seed)
     model = getattr(transformers, family.model)(getattr(transformers, family.config)(**arguments))
-    pixels = torch.randn(batch, 3, family.image, family.image,
-                         generator=torch.Generator().manual_seed(seed + 1))
-    return model.eval().to(device), pixels.to(device)
+    return model.eval().to(device), inputs(family, batch, device, seed)
 
 
 @dataclass
@@ -151,7 +166,7 @@ def call_errors(family: Family, call: Call, ours=None):
 
 def check_family(family: Family, monkeypatch, model_atol: float = 1e-4) -> Recorder:
     """Every check of the module docstring on ``family``; returns the recorder for more."""
-    stock, pixels = build(family)
+    stock, arguments = build(family)
     wired, _ = build(family)
     report = wiring.wire_deformable_attention(wired)
     assert len(report.wired) == family.sites, report
@@ -159,8 +174,8 @@ def check_family(family: Family, monkeypatch, model_atol: float = 1e-4) -> Recor
     assert not report.left, report
     recorder = Recorder(monkeypatch)
     with torch.no_grad():
-        expected = stock(pixel_values=pixels)
-        got = wired(pixel_values=pixels)
+        expected = stock(**arguments)
+        got = wired(**arguments)
     assert len(recorder.calls) == family.sites, \
         f"{family.name}: {len(recorder.calls)} slot calls in a forward, {family.sites} sites wired"
     assert recorder.declined == 0, f"{family.name}: {recorder.declined} calls declined"

@@ -53,12 +53,12 @@ def test_a_wired_detector_asks_its_slot_at_every_site_within_the_bound(
 @pytest.mark.parametrize("family", [FAMILIES["rt_detr"], FAMILIES["d_fine"]],
                          ids=lambda f: f.name)
 def test_a_wired_train_step_gives_the_stock_gradients(family, portable_cores):
-    stock, pixels = build(family)
+    stock, arguments = build(family)
     wired, _ = build(family)
     wire_deformable_attention(wired)
     for model in (stock, wired):
         model.train()
-        outputs = model(pixel_values=pixels)
+        outputs = model(**arguments)
         (outputs.logits.square().mean() + outputs.pred_boxes.sum()).backward()
     for (name, theirs), (_, ours) in zip(stock.named_parameters(), wired.named_parameters(),
                                          strict=True):
@@ -71,7 +71,7 @@ def test_a_wired_train_step_gives_the_stock_gradients(family, portable_cores):
 
 def test_unwiring_restores_the_stock_model_exactly(portable_cores):
     family = FAMILIES["rt_detr_v2"]
-    model, pixels = build(family)
+    model, arguments = build(family)
     before = {name: module.__dict__.copy() for name, module in model.named_modules()}
     report = wire_deformable_attention(model)
     again = wire_deformable_attention(model)  # idempotent: the same sites, nothing new
@@ -86,12 +86,12 @@ def test_unwiring_restores_the_stock_model_exactly(portable_cores):
 
 def test_wiring_changes_no_other_model_of_the_same_class(portable_cores, monkeypatch):
     family = FAMILIES["rt_detr_v2"]
-    wired, pixels = build(family)
+    wired, arguments = build(family)
     stock, _ = build(family)
     wire_deformable_attention(wired)
     recorder = Recorder(monkeypatch)
     with torch.no_grad():
-        stock(pixel_values=pixels)
+        stock(**arguments)
     assert recorder.calls == []
 
 
@@ -101,12 +101,12 @@ def test_a_declined_call_runs_transformers_own_code(monkeypatch):
     for variable in (settings.KERNELS, settings.LEGACY_KERNELS):
         monkeypatch.delenv(variable, raising=False)
     for name in ("rt_detr", "d_fine"):
-        stock, pixels = build(FAMILIES[name])
+        stock, arguments = build(FAMILIES[name])
         wired, _ = build(FAMILIES[name])
         wire_deformable_attention(wired)
         recorder = Recorder(monkeypatch)
         with torch.no_grad():
-            expected, got = stock(pixel_values=pixels), wired(pixel_values=pixels)
+            expected, got = stock(**arguments), wired(**arguments)
         assert recorder.declined == len(recorder.calls) == FAMILIES[name].sites
         assert torch.equal(got.logits, expected.logits)
 
@@ -188,11 +188,11 @@ def test_the_checks_reject_a_wiring_that_drops_a_site(portable_cores, monkeypatc
 def test_a_stand_in_that_errs_is_caught_at_the_call(portable_cores, monkeypatch):
     """The per-call bound is what catches a subtly wrong kernel, not only the model's outputs."""
     family = FAMILIES["deimv2"]
-    model, pixels = build(family)
+    model, arguments = build(family)
     wire_deformable_attention(model)
     recorder = Recorder(monkeypatch)
     with torch.no_grad():
-        model(pixel_values=pixels)
+        model(**arguments)
 
     def scaled(*args):
         return wiring._ask_ragged(*args) * (1 + 1e-3)
@@ -201,10 +201,10 @@ def test_a_stand_in_that_errs_is_caught_at_the_call(portable_cores, monkeypatch)
     assert errors[0][1] > errors[0][2]  # the output's error exceeds its bound
 
 
-def _graph_breaks(model, pixels) -> int:
+def _graph_breaks(model, arguments) -> int:
     torch._dynamo.reset()
     with torch.no_grad():
-        return torch._dynamo.explain(model)(pixel_values=pixels).graph_break_count
+        return torch._dynamo.explain(model)(**arguments).graph_break_count
 
 
 @pytest.mark.parametrize("name", ["rt_detr", "rt_detr_v2_discrete"])
@@ -213,8 +213,8 @@ def test_wiring_adds_no_graph_break(name, portable_cores):
     ``.item()`` checks, and wired it breaks at exactly those. Its sites are rebound forwards: every
     instance shares one rebound function, which torch.compile needs (it keeps compiled code per
     code object, its compiled functions in the frame's globals)."""
-    stock, pixels = build(FAMILIES[name])
-    expected = _graph_breaks(stock, pixels)
+    stock, arguments = build(FAMILIES[name])
+    expected = _graph_breaks(stock, arguments)
     wire_deformable_attention(stock)
-    assert _graph_breaks(stock, pixels) == expected
+    assert _graph_breaks(stock, arguments) == expected
     assert name != "rt_detr" or expected == 0

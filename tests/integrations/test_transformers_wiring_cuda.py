@@ -36,16 +36,16 @@ MODEL_ATOL = {"fp32": 1e-3, "bf16": 5e-2}
 def test_a_wired_default_detector_runs_our_kernels_within_the_bound(family, batch, dtype,
                                                                     monkeypatch):
     assert active()[family.slot] in ("triton", "hub"), active()
-    stock, pixels = build(family, batch=batch, device="cuda")
+    stock, arguments = build(family, batch=batch, device="cuda")
     autocast = (torch.autocast("cuda", torch.bfloat16) if dtype == "bf16"
                 else contextlib.nullcontext())
     with torch.no_grad(), autocast:
-        expected = stock(pixel_values=pixels)
+        expected = stock(**arguments)
     report = wiring.wire_deformable_attention(stock)
     assert len(report.wired) == family.sites and not report.left, report
     recorder = Recorder(monkeypatch)
     with torch.no_grad(), autocast:
-        got = stock(pixel_values=pixels)
+        got = stock(**arguments)
     calls = list(recorder.calls)  # checking calls the sites again
     assert len(calls) == family.sites and recorder.declined == 0
     for index in (0, len(calls) - 1):  # the first and last sites of the model
