@@ -168,6 +168,24 @@ def test_the_bound_rejects_a_wiring_that_swaps_the_locations_axes(portable_cores
         monkeypatch.undo()
 
 
+def _mispaired_weights(ask):
+    def mispaired(value, shapes, locations, weights, *rest):
+        return ask(value, shapes, locations, weights.flip(-1), *rest)
+    return mispaired
+
+
+@pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
+def test_the_bound_rejects_a_wiring_that_pairs_weights_with_other_points(
+        family, portable_cores, monkeypatch):
+    """The small models' own initialisation gives every site uniform attention weights, under
+    which a weight paired with the wrong point leaves the forward unchanged: the gradients'
+    bound must still catch it, in every family."""
+    for route in ("_ask_classic", "_ask_ragged"):
+        monkeypatch.setattr(wiring, route, _mispaired_weights(getattr(wiring, route)))
+    with pytest.raises(AssertionError, match="over the bound"):
+        check_family(family, monkeypatch)
+
+
 def test_the_checks_reject_a_wiring_that_drops_a_site(portable_cores, monkeypatch):
     original = wiring._wire_one
     dropped = []
