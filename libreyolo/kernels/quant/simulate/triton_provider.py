@@ -69,5 +69,4 @@ for _slot in PLANNERS:
     _run, _accepts, _backward = _implementation(_slot)
     register(_slot, _run, name=NAME, predicate=triton_kit.triton_ready,
              capabilities=triton_kit.CAPABILITIES,
-             accepts=_accepts, sources=SOURCES, backward=_backward,
-             traceable=True)
+             accepts=_accepts, sources=SOURCES, backward=_backward)
