@@ -63,9 +63,27 @@ def inputs(family: Family, batch: int = 1, device: str = "cpu", seed: int = 0) -
     return {name: tensor.to(device) for name, tensor in arguments.items()}
 
 
+def _redraw_attention_projections(model, seed: int) -> None:
+    """A trained model's sites weigh their points unevenly and move them with the query; a
+    fresh one's own initialisation zeroes the projections that do both (uniform weights, fixed
+    offsets), under which a kernel pairing a weight with the wrong point gives the right output.
+    Redrawn from ``seed``: the weights' projection (bias included) and the offsets' matrix
+    (its grid bias kept)."""
+    generator = torch.Generator().manual_seed(seed + 2)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, torch.nn.Linear):
+                continue
+            if name.endswith(".attention_weights"):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * 0.1)
+                module.bias.copy_(torch.randn(module.bias.shape, generator=generator))
+            elif name.endswith(".sampling_offsets"):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * 0.02)
+
+
 def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
-    """The family's stock model in eval mode, its weights from ``seed``, and its
-    :func:`inputs`."""
+    """The family's stock model in eval mode, its weights from ``seed`` (the attention
+    projections redrawn: :func:`_redraw_attention_projections`), and its :func:`inputs`."""
     import transformers
 
     arguments = dict(family.overrides)
@@ -74,6 +92,7 @@ def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
         arguments["backbone_config"] = getattr(transformers, backbone.pop("class"))(**backbone)
     torch.manual_seed(seed)
     model = getattr(transformers, family.model)(getattr(transformers, family.config)(**arguments))
+    _redraw_attention_projections(model, seed)
     return model.eval().to(device), inputs(family, batch, device, seed)
 
 
