@@ -152,26 +152,24 @@ def test_importing_the_integration_imports_no_transformers():
 
 # Negative controls: wirings broken on purpose, which the checks above must reject ----------------
 
-def _swapped_axes(ask):
-    def swapped(value, shapes, locations, weights, *rest):
-        return ask(value, shapes, locations.flip(-1), weights, *rest)
-    return swapped
+def _hand_over_altered(monkeypatch, alter):
+    """Both wired routes hand their slot ``alter(locations, weights)`` in place of the call's."""
+    def through(ask):
+        def altered(value, shapes, locations, weights, *rest):
+            return ask(value, shapes, *alter(locations, weights), *rest)
+        return altered
+
+    for route in ("_ask_classic", "_ask_ragged"):
+        monkeypatch.setattr(wiring, route, through(getattr(wiring, route)))
 
 
 def test_the_bound_rejects_a_wiring_that_swaps_the_locations_axes(portable_cores, monkeypatch):
     for name in ("rt_detr", "d_fine"):
         family = FAMILIES[name]
-        monkeypatch.setattr(wiring, "_ask_classic", _swapped_axes(wiring._ask_classic))
-        monkeypatch.setattr(wiring, "_ask_ragged", _swapped_axes(wiring._ask_ragged))
+        _hand_over_altered(monkeypatch, lambda locations, weights: (locations.flip(-1), weights))
         with pytest.raises(AssertionError, match="over the bound"):
             check_family(family, monkeypatch)
         monkeypatch.undo()
-
-
-def _mispaired_weights(ask):
-    def mispaired(value, shapes, locations, weights, *rest):
-        return ask(value, shapes, locations, weights.flip(-1), *rest)
-    return mispaired
 
 
 @pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
@@ -179,8 +177,7 @@ def test_the_bound_rejects_a_wiring_that_pairs_weights_with_other_points(
         family, portable_cores, monkeypatch):
     """At the first call, by its output: with a fresh model's own initialisation (uniform
     weights) only the weights' gradient would tell, so ``build`` redraws the projections."""
-    for route in ("_ask_classic", "_ask_ragged"):
-        monkeypatch.setattr(wiring, route, _mispaired_weights(getattr(wiring, route)))
+    _hand_over_altered(monkeypatch, lambda locations, weights: (locations, weights.flip(-1)))
     with pytest.raises(AssertionError, match="call 0: output error .* over the bound"):
         check_family(family, monkeypatch)
 
