@@ -8,13 +8,16 @@
 #   stages: env records plain bench-fq bench-host bench-host-old bench-unpack bench-attn bench-msda bench-ragged
 #     bench-fp8 bench-finalized tests declarations finalized qat bench-qat hub sweep-unpack
 #     sweep-msda sweep-fp8 probe-fp8 timestamps-msda bench-msda-det bench-compile profile-compile
-#     controls-gpu bench-detectors fp8-policy
+#     controls-gpu bench-detectors fp8-policy traced
 #     (default: all but hub, the sweeps, probe-fp8, timestamps-msda, qat, bench-qat,
-#     bench-msda-det, bench-compile, profile-compile, controls-gpu, bench-detectors and
-#     fp8-policy, in that order)
+#     bench-msda-det, bench-compile, profile-compile, controls-gpu, bench-detectors,
+#     fp8-policy and traced, in that order)
 #   records: `python -m conformance.evidence.rerecord` (the gate's own command): re-records exactly the
 #     records the gate reports stale or missing, in groups of at most 540 s, each group's records
 #     complete when it ends, then runs the plain GPU run when its evidence is stale.
+#   traced: the traced CUDA test, and the traced_on_cuda.toml it supports (into $OUT, this tree
+#     and build/: a later call on the warm machine starts with
+#     `cp build/traced_on_cuda.toml libreyolo/kernels/` to benchmark what it validated).
 #   plain: `pytest conformance/ --gpu -n auto`, exactly as a kernel author runs it; the run writes
 #     its evidence (conformance/records/plain_gpu_run.json, conformance/evidence/plain_run.py).
 #   TESTS: the test paths of the tests stage (default: every GPU test file).
@@ -135,6 +138,20 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/kernels/quant/fp8_linear_checks.py tests/attention/test_deterministic_cuda.py \
             tests/kernels/test_operators.py tests/kernels/test_compiled_modules.py tests/hostile \
             tests/integrations/test_transformers_wiring_cuda.py} ;;
+    traced)
+        # which in-tree implementations compile to their own kernels (tests/kernels/
+        # test_traced_kernels_cuda.py traces every traceable one), rendered as the
+        # traced_on_cuda.toml that run supports: into $OUT, into this tree for the stages after
+        # it, and into build/ (ignored, so kept on a warm machine) for the next call's stages
+        run traced 300 python3 -m pytest -v -rs -n 4 -p no:cacheprovider \
+            --junitxml="$LOGS/traced.xml" tests/kernels/test_traced_kernels_cuda.py
+        python3 -m benchmarks.rendering.traced_list "$LOGS/traced.xml" "$(python3 -c "import \
+torch, triton, time; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', \
+triton.__version__, time.strftime('%Y-%m-%d'))")" --out "$OUT/traced_on_cuda.toml" \
+            2>&1 | tee -a "$LOGS/traced.log"
+        summary+=("    $(tail -n 1 "$LOGS/traced.log")")
+        cp "$OUT/traced_on_cuda.toml" libreyolo/kernels/traced_on_cuda.toml
+        mkdir -p build && cp "$OUT/traced_on_cuda.toml" build/traced_on_cuda.toml ;;
     declarations)
         # issue 20 on a real capture: the registry declines a backend declaring no graph capture
         # inside torch.cuda.graph; `--gpu --impl example-correct` passes with its cuda-graph

@@ -107,8 +107,35 @@ def checking_fake() -> bool:
     return getattr(_no_reads, "on", False)
 
 
+#: ``.on``: inside ``tracing_kernels()`` (read directly where a call per lookup counts)
+TRACING = threading.local()
+
+
+@contextlib.contextmanager
+def tracing_kernels():
+    """Inside, an in-tree implementation is traced into a compiled graph
+    (``libreyolo.kernels.traced``): it runs on fake tensors, its Triton launches become the
+    graph's own launches (``triton_launch``), its ``Capabilities(traced=False)`` does not decline
+    (the graph stays in this process, as an eager call does), and no plan made inside is kept or
+    reused (a plan of fake tensors is no plan for a real call, nor a real one for a trace)."""
+    previous = getattr(TRACING, "on", False)
+    TRACING.on = True
+    try:
+        yield
+    finally:
+        TRACING.on = previous
+
+
+def kernels_traced() -> bool:
+    """True inside ``tracing_kernels()``."""
+    return getattr(TRACING, "on", False)
+
+
 def host_reads_forbidden() -> bool:
-    """True when reading a tensor's values on the host would break a capture in progress."""
-    if is_capturing() or checking_fake():
+    """True when reading a tensor's values on the host would break a capture in progress, or
+    while a compiled graph traces the kernels (``tracing_kernels``: asked on its own, since
+    ``torch.compiler.is_compiling()`` can be false while AOTAutograd traces, and a plan would
+    then read a fake tensor's values)."""
+    if is_capturing() or checking_fake() or getattr(TRACING, "on", False):
         return True
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -49,7 +49,10 @@ def moved_modules(modules: dict[str, str]) -> None:
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds only the old names; loading one imports the new module and hands it over."""
+    """Finds only the old names; loading one imports the new module and puts it in the old
+    name's place in ``sys.modules``, which importlib then returns. The new module is never
+    the one importlib loads: importlib would set its ``__spec__`` to the old name's (origin
+    None), and the conformance digests find a catalogue module by its spec."""
 
     def __init__(self, modules: dict[str, str]):
         self.modules = modules
@@ -73,12 +76,14 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return new
 
     def create_module(self, spec):
-        if spec.name not in self.modules:  # only its moved modules import from it
-            return types.ModuleType(spec.name, "moved: see docs/migration.md")
-        return importlib.import_module(self._warn(spec.name))
+        """A plain module: a gone package's, or the old name's until ``exec_module``."""
+        return types.ModuleType(spec.name, "moved: see docs/migration.md")
 
     def exec_module(self, module) -> None:
-        """Nothing to run: the new module ran when it was imported."""
+        """An old name becomes the new module (a gone package stays the plain module: only
+        its moved modules import from it)."""
+        if module.__name__ in self.modules:
+            sys.modules[module.__name__] = importlib.import_module(self._warn(module.__name__))
 
     def get_code(self, name: str):
         """For ``python -m old``: the new module's code."""

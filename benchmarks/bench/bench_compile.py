@@ -20,10 +20,16 @@ Then, timed with CUDA events:
 - ``dynamic=True`` at five input sizes: how many times Dynamo compiled;
 - the floor (JSON ``floor``): ``torch.neg`` and an opaque custom op with a fake kernel and a
   registered autograd, on 1,024 elements, measured as the rows are: what torch.compile's layers
-  cost a call that does no work, beside which the rows' compiled host time reads.
+  cost a call that does no work, beside which the rows' compiled host time reads;
+- each slot's own floor (JSON ``slot_floors``; ``compile_floor.py``): the implementation a
+  compiled call of the slot traces, in a bare ``triton_op`` no registry reaches, compiled and
+  timed beside the compiled slot call in the same windows (forward on the slot's first case;
+  forward+backward too for deformable attention): compiled slot / floor, host time and GPU time.
 Targets: compiled within 1.05x of eager, reduce-overhead within 1.05x of the captured eager call,
-at most two compiles over the five sizes; the ViT-L MLP compiled >= 1.4x bf16 compiled and ahead
-of torchao compiled. Writes the raw numbers as JSON and prints a markdown table last.
+at most two compiles over the five sizes; a compiled slot call's host time within 1.2x of its
+floor's; the ViT-L MLP compiled >= 1.4x bf16 compiled and ahead of torchao compiled. Writes the
+raw numbers as JSON and prints a markdown table last; without CUDA, a JSON saying why nothing was
+measured, and the reason on stderr.
 """
 
 from __future__ import annotations
@@ -40,12 +46,18 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.bench.bench_ms_deform_attn import interleaved_eager, time_graph_ms, time_ms  # noqa: E402
-from benchmarks.bench.compile_targets import MAX_COMPILES, MLP_COMPILED_OVER_BF16  # noqa: E402
+from benchmarks.bench.compile_floor import floor_op as slot_floor_op  # noqa: E402
+from benchmarks.bench.compile_targets import (  # noqa: E402
+    MAX_COMPILES,
+    MLP_COMPILED_OVER_BF16,
+    SLOT_OVER_FLOOR_HOST,
+)
 from conformance.catalogue import CATALOGUE  # noqa: E402
 from conformance.inputs.shapesets import load  # noqa: E402
 from conformance.running.cells import CellPlan, make_inputs  # noqa: E402
 from conformance.running.determinism import deterministic_algorithms  # noqa: E402
-from libreyolo.kernels import ops  # noqa: E402
+from libreyolo.kernels import ops, registry, traced  # noqa: E402
+from libreyolo.kernels.providers import IN_TREE  # noqa: E402
 
 MSDA_ROWS = (("ms_deform_attn", "deformable_detr_encoder"),
              ("ms_deform_attn", "deformable_detr_decoder"),
@@ -135,8 +147,12 @@ def with_backward(fn):
     return step
 
 
+def _outputs(out) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
 def _bits_equal(a, b) -> bool:
-    a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+    a, b = _outputs(a), _outputs(b)
     views = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
     return len(a) == len(b) and all(
         x.shape == y.shape and torch.equal(x.detach().contiguous().view(views[x.element_size()]),
@@ -185,6 +201,56 @@ def _measure(name: str, fn, args, kwargs, rounds: int, backward: bool) -> dict:
         graph = statistics.median(time_graph_ms(lambda: fn(*args, **kwargs), 20))
         ro = statistics.median(_back_to_back_ms(lambda: replayed(*args, **kwargs), 20))
         row.update(graph_ms=graph, reduce_overhead_ms=ro, reduce_overhead_ratio=ro / graph)
+    return row
+
+
+def slot_floor_rows(slot: str, case: str, args, kwargs, rounds: int, backward: bool) -> dict:
+    """``_slot_floor``, with a row's failure recorded in the row instead of ending the run."""
+    row = {"slot": slot, "case": case, "backward": backward}
+    try:
+        return {**row, **_slot_floor(slot, args, kwargs, rounds, backward)}
+    except Exception as exc:  # noqa: BLE001 - a benchmark row that failed says so
+        return {**row, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _slot_floor(slot: str, args, kwargs, rounds: int, backward: bool) -> dict:
+    """The compiled slot call beside its floor (``compile_floor.floor_op`` of the implementation
+    the registry chooses for these inputs, chosen here, once), both compiled as ``_measure``
+    compiles the slot call and timed in the same interleaved windows."""
+    inference = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    choice = registry.choose(slot, inference, kwargs)
+    if choice is None or not (choice.impl.traceable and choice.impl.origin == IN_TREE):
+        return {"skipped": "no in-tree traceable implementation takes this input"
+                if choice is None else f"{choice.impl.name} ({choice.impl.origin}) is not an "
+                "in-tree traceable implementation: a compiled call keeps the opaque operator"}
+    floor = slot_floor_op(slot, choice.impl)
+    if not backward:
+        args = inference
+    step, floor_step = call_of(slot), floor
+    if backward:
+        step, floor_step = with_backward(step), with_backward(floor_step)
+    torch._dynamo.reset()
+    compiled, floored = torch.compile(step), torch.compile(floor_step)
+    slot_out, floor_out = compiled(*args, **kwargs), floored(*args, **kwargs)
+    row = {"implementation": choice.impl.name,
+           "traced": {k: v for k, v in traced.decisions().items()
+                      if k in (slot, f"{slot}_backward")},
+           "same_bits": _bits_equal(slot_out, floor_out)}
+    if not row["same_bits"]:  # a backward summed by atomics differs call to call
+        row["max_abs_difference"] = max(
+            float((a.float() - b.float()).abs().max())
+            for a, b in zip(_outputs(slot_out), _outputs(floor_out), strict=True))
+    windows = interleaved_eager({"slot": lambda: compiled(*args, **kwargs),
+                                 "floor": lambda: floored(*args, **kwargs)}, rounds)
+    slot_w, floor_w = windows["slot"], windows["floor"]
+    row.update(slot_us=statistics.median(slot_w["eager_us"]),
+               floor_us=statistics.median(floor_w["eager_us"]),
+               ratio=statistics.median(a / b for a, b in zip(
+                   slot_w["eager_us"], floor_w["eager_us"], strict=True)),
+               slot_host_us=statistics.median(slot_w["host_us"]),
+               floor_host_us=statistics.median(floor_w["host_us"]),
+               host_ratio=statistics.median(a / b for a, b in zip(
+                   slot_w["host_us"], floor_w["host_us"], strict=True)))
     return row
 
 
@@ -299,16 +365,26 @@ def main(argv=None) -> None:
                              "not list it (the MLP rows then say how the fused path compiles "
                              "there, not whether FP8 is faster there)")
     args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        reason = "no CUDA device: every row times compiled Triton kernels on the GPU"
+        print(f"bench_compile: skipped, {reason}", file=sys.stderr)
+        Path(args.out).write_text(json.dumps({"meta": {"torch": torch.__version__},
+                                              "skipped": reason}, indent=1) + "\n")
+        return
     if args.any_device:
         engage_fp8_policy_anywhere()
     gen = torch.Generator().manual_seed(0)
     rows = []
     msda = MSDA_ROWS[:3] if args.quick else MSDA_ROWS
+    floors = []  # each slot's floor, on the first case the slot is measured on
     for slot, case in msda:
         inputs, kwargs = msda_inputs(slot, case)
         for backward in (False, True):
             rows.append({"slot": slot, "case": case, **measure(
                 f"{slot} {case}", call_of(slot), inputs, kwargs, args.rounds, backward)})
+            if all(f["slot"] != slot or f["backward"] != backward for f in floors):
+                floors.append(slot_floor_rows(slot, case, inputs, kwargs, args.rounds,
+                                              backward))
     fake_quant = FAKE_QUANT[:2] if args.quick else FAKE_QUANT
     for slot, _ in fake_quant:
         for rows_, cols in SIZES if slot not in ("fake_quant_fp8", "fake_quant_int8_per_channel") \
@@ -318,6 +394,9 @@ def main(argv=None) -> None:
                 rows.append({"slot": slot, "case": f"{rows_}x{cols} bf16", **measure(
                     f"{slot} {rows_}x{cols}", call_of(slot), inputs, kwargs, args.rounds,
                     backward)})
+            if all(f["slot"] != slot for f in floors):  # the forward: fake quant's host time
+                floors.append(slot_floor_rows(slot, f"{rows_}x{cols} bf16", inputs, kwargs,
+                                              args.rounds, False))
     for slot in ("fake_quant_fp8", "fake_quant_mxfp8_dynamic"):
         rows.append({"slot": slot, "case": "dynamic=True", "compiles": recompiles(
             call_of(slot), lambda n, s=slot: fake_quant_inputs(s, n, 1024, gen),
@@ -327,7 +406,8 @@ def main(argv=None) -> None:
     meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
             "python": platform.python_version(), "fp8_policy_forced": args.any_device}
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows, "mlp": mlp,
-                                          "floor": floor}, indent=1, default=str) + "\n")
+                                          "floor": floor, "slot_floors": floors}, indent=1,
+                                         default=str) + "\n")
     print("| row | fwd/bwd | same bits | eager µs | compiled µs | compiled/eager | host µs eager"
           " / compiled | graph ms | reduce-overhead ms | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -355,6 +435,24 @@ def main(argv=None) -> None:
           f"over torchao compiled: {m['fp8_over_torchao_compiled'] or m['torchao']}")
     print("interleaved windows, µs a call:", {k: round(v, 1) for k, v in m["us"].items()})
     print("alone, µs a call:", {k: round(v, 1) for k, v in m["us_alone"].items()})
+    print_slot_floors(floors)
+
+
+def print_slot_floors(floors: list[dict]) -> None:
+    """The compiled slot calls beside their floors, as a markdown table."""
+    print(f"\n| slot | case | fwd/bwd | implementation (traced as) | same bits | µs slot / floor "
+          f"| host µs slot / floor | host ratio (target <= {SLOT_OVER_FLOOR_HOST}x) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in floors:
+        head = f"| {r['slot']} | {r['case']} | {'fwd+bwd' if r['backward'] else 'fwd'} |"
+        if "slot_us" not in r:
+            print(f"{head} {r.get('skipped') or r.get('error', '')[:120]} | | | | |")
+            continue
+        bits = "yes" if r["same_bits"] else f"no (max diff {r['max_abs_difference']:.3g})"
+        print(f"{head} {r['implementation']} ({'; '.join(r['traced'].values())}) | {bits} | "
+              f"{r['slot_us']:.1f} / {r['floor_us']:.1f} ({r['ratio']:.3f}x) | "
+              f"{r['slot_host_us']:.1f} / {r['floor_host_us']:.1f} | {r['host_ratio']:.3f}x"
+              f"{'' if r['host_ratio'] <= SLOT_OVER_FLOOR_HOST else ' **missed**'} |")
 
 
 if __name__ == "__main__":

@@ -10,3 +10,6 @@ COMPILED_OVER_EAGER = 1.05
 MLP_COMPILED_OVER_BF16 = 1.4
 #: At most this many graphs over five sizes with dynamic=True.
 MAX_COMPILES = 2
+#: A compiled slot call's host time within this of its floor's: the same kernels in a bare
+#: ``triton_op`` that no registry reaches (issue 49).
+SLOT_OVER_FLOOR_HOST = 1.2

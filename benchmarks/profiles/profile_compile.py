@@ -44,7 +44,7 @@ from libreyolo.kernels import ops  # noqa: E402
 CALLS = 2000
 MLP_CALLS = 200
 STAGE_CALLS = 500
-#: The stages of ``registry.selected`` timed by ``selection_stages``, in the order they run.
+#: The stages of ``registry.run_selected`` timed by ``selection_stages``, in the order they run.
 STAGES = ("selected", "eligible", "decline", "accepts", "fn", "fits")
 
 
@@ -57,9 +57,10 @@ def host_profile(fn, x, calls: int = CALLS) -> str:
 
 def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, float]:
     """µs a call of ``fn(x)`` spent in each stage of the registry's selection of slot ``op``
-    (``STAGES``: the whole ``selected``, then ``_eligible``, the declared capabilities' decline,
-    the implementations' ``accepts`` and run, the output judge) and in the whole call ("call"),
-    by wall clock around each stage; the wrappers cost eager and compiled calls alike."""
+    (``STAGES``: the whole ``run_selected``, then ``_eligible``, the declared capabilities'
+    decline, the implementations' ``accepts`` and run, the output judge) and in the whole call
+    ("call"), by wall clock around each stage; the wrappers cost eager and compiled calls
+    alike."""
     from libreyolo.kernels import capabilities, registry
 
     spent: dict[str, float] = defaultdict(float)
@@ -84,19 +85,19 @@ def selection_stages(fn, x, op: str, calls: int = STAGE_CALLS) -> dict[str, floa
         return wrapped[id(impl)]
 
     eligible, declared = registry._eligible, registry._DECLARED[op]
-    selected = registry.selected
+    selected = registry.run_selected
 
     def selecting(op_, args, kwargs):
         inputs.setdefault(id(args[0]), args[0])
         return selected(op_, args, kwargs)
 
-    patches = [(registry, "selected", timed("selected", selecting)),
+    patches = [(registry, "run_selected", timed("selected", selecting)),
                (registry, "_eligible", timed("eligible", lambda name: tuple(
                    with_timed_stages(i) for i in eligible(name)))),
                (capabilities.Capabilities, "decline",
                 timed("decline", capabilities.Capabilities.decline))]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
-    registry._DECLARED[op] = (*declared[:4], timed("fits", declared[4]), *declared[5:])
+    registry._DECLARED[op] = dataclasses.replace(declared, fits=timed("fits", declared.fits))
     try:
         for owner, name, value in patches:
             setattr(owner, name, value)

@@ -7,6 +7,7 @@ from benchmarks.bench.compile_targets import (
     COMPILED_OVER_EAGER,
     MAX_COMPILES,
     MLP_COMPILED_OVER_BF16,
+    SLOT_OVER_FLOOR_HOST,
 )
 from benchmarks.rendering.formatting import missed_line, ratio, table, verdict
 from benchmarks.rendering.results import index, load, source
@@ -116,7 +117,7 @@ def compiled() -> list[str]:
     return [source([COMPILE], "bench-compile"), "", *table(header, rows), "",
             f"`dynamic=True` over five sizes: {', '.join(compiles)} compiles (target <= "
             f"{MAX_COMPILES}). {mlp_line}.", *floor_line(data.get("floor")),
-            *missed_line(missed)]
+            *slot_floor_lines(data.get("slot_floors"), missed), *missed_line(missed)]
 
 
 def floor_line(floor: list | None) -> list[str]:
@@ -130,3 +131,25 @@ def floor_line(floor: list | None) -> list[str]:
              for r in floor if r.get("same_bits")]
     return ["", "The floor, a call that does no work, eager / compiled: " + "; ".join(parts)
             + ". A compiled row's host time reads beside it."]
+
+
+def slot_floor_lines(floors: list | None, missed: list[str]) -> list[str]:
+    """Each compiled slot call beside its floor, the same kernels in a bare ``triton_op`` (in
+    runs made since bench_compile has them; none before); a host ratio over the target joins
+    ``missed``."""
+    if not floors:
+        return []
+    parts = []
+    for r in floors:
+        what = f"`{r['slot']}` {'fwd+bwd' if r['backward'] else 'fwd'}"
+        if "host_ratio" not in r:
+            parts.append(f"{what} not measured ({r.get('skipped') or r.get('error', '')})")
+            missed.append(f"{what}: no floor measured")
+            continue
+        parts.append(f"{what} {r['slot_host_us']:.0f} / {r['floor_host_us']:.0f} µs "
+                     f"({ratio(r['host_ratio'])})")
+        if r["host_ratio"] > SLOT_OVER_FLOOR_HOST:
+            missed.append(f"{what}: compiled host time {ratio(r['host_ratio'])} its floor's")
+    return ["", "Host time a call, compiled slot / its floor (the same kernels in a bare "
+            f"`triton_op`, no registry; target <= {SLOT_OVER_FLOOR_HOST}x): "
+            + "; ".join(parts) + "."]

@@ -15,7 +15,9 @@ layouts are the suite's:
   channels-last) and ``gapped`` (a view that skips or repeats elements). Every tensor argument
   must have a declared layout.
 * traced: ``False`` declines every call while a graph is traced, compiled or exported
-  (``libreyolo.capture.is_capturing``), so an exported graph keeps the portable math. The
+  (``libreyolo.capture.is_capturing``), so an exported graph keeps the portable math, except
+  where a compiled graph traces an in-tree implementation into itself
+  (``libreyolo.capture.tracing_kernels``: the graph stays in this process). The
   registry asks no implementation while a graph is captured; this holds the same for the callers
   that ask one directly (the slot's operator, the suite, a backend's own code).
 
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from libreyolo.capture import CAPTURE_REASON, is_capturing
+from libreyolo.capture import CAPTURE_REASON, is_capturing, kernels_traced
 
 from . import settings
 from .slots import LAYOUTS, get_slot
@@ -170,7 +172,7 @@ class Capabilities:
         """Why this call of slot ``op`` is outside the declaration (None: inside it). ``mode``
         defaults to the call's own: its first tensor's device, the interpreter setting and
         whether a CUDA graph is being captured."""
-        if not self.traced and is_capturing():
+        if not self.traced and is_capturing() and not kernels_traced():
             return f"{DECLARED} ({CAPTURE_REASON})"
         if not self._restricts:
             return None

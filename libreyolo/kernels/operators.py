@@ -2,11 +2,13 @@
 
 ``torch.compile`` cannot see into the registry (its selection reads settings and per-process
 state on every call), so under compile a slot call becomes its operator (``registry.dispatch``
-routes it here): inductor treats the operator as opaque, and when the compiled code runs, the
-operator's kernel is the registry's eager selection — the Triton kernel on CUDA, the reference run
-as written on CPU, a third party's implementation through the same registry. So a compiled call
-gives the eager call's bits, forward and backward. Exports never get here: they hold the portable
-math (``libreyolo.capture``).
+routes it here through the hook this module installs, ``registry.compile_with(call)``: this
+module runs the registry's selection, so the registry does not import it back, and loads it by
+name when a trace first needs it): inductor treats the operator as opaque, and when the compiled
+code runs, the operator's kernel is the registry's eager selection — the Triton kernel on CUDA,
+the reference run as written on CPU, a third party's implementation through the same registry.
+So a compiled call gives the eager call's bits, forward and backward. Exports never get here:
+they hold the portable math (``libreyolo.capture``).
 
 Each operator is made from its slot's declaration (``slots.py``), with no per-slot code:
 - the schema is the declaration's;
@@ -19,6 +21,10 @@ Each operator is made from its slot's declaration (``slots.py``), with no per-sl
   kernel is ``registry.backward`` (the selected implementation's own backward where it declares
   one), and the autograd formula that calls it.
 
+- when AOTAutograd traces a compiled graph, each operator's rule (``traced.py``) chooses once for
+  the traced input: an in-tree Triton implementation is traced in the operator's place, so
+  inductor launches its kernels itself; anything else keeps the opaque operator above.
+
 Eager calls never come here: ``ops.<slot>`` and ``dispatch`` keep their direct path.
 """
 
@@ -28,7 +34,7 @@ import torch
 
 from libreyolo.capture import no_host_reads
 
-from . import registry
+from . import registry, traced
 from .outputs import Output
 from .slots import SLOTS, Slot, get_slot, schema_arguments
 
@@ -62,16 +68,16 @@ def operator(name: str):
 
 def call(name: str, args: tuple, kwargs: dict):
     """The slot's operator on a call's arguments: ``spatial_shapes`` given as pairs becomes the
-    int64 tensor the schema takes, and E4M3 inputs (``Slot.float8_inputs``) cross as their
-    bytes, since torch's schema check compares inputs with ``allclose``, which float8 lacks;
-    an input of another dtype gets the slot's own error."""
+    int64 tensor the schema takes (``_shapes_tensor``), and E4M3 inputs (``Slot.float8_inputs``)
+    cross as their bytes, since torch's schema check compares inputs with ``allclose``, which
+    float8 lacks; an input of another dtype gets the slot's own error."""
     slot = get_slot(name)
     judge = _JUDGES[name]
     bound = slot.bind(args, kwargs)
     shapes = bound.get("spatial_shapes")
     if shapes is not None and not isinstance(shapes, torch.Tensor):
         judge(*args, **kwargs)  # pairs are checked as given (SymInts from .shape included)
-        bound["spatial_shapes"] = torch.tensor(shapes, dtype=torch.int64)
+        bound["spatial_shapes"] = _shapes_tensor(shapes, bound)
     for argument, kind in slot.argument_types.items():
         if not _fits(kind, bound[argument]):  # the slot's own error, not the schema's
             judge(*args, **kwargs)
@@ -85,6 +91,16 @@ def call(name: str, args: tuple, kwargs: dict):
         bound[argument] = value.view(torch.uint8)
     args, kwargs = slot.split(bound)
     return operator(name)(*args, **kwargs)
+
+
+def _shapes_tensor(pairs, bound: dict) -> torch.Tensor:
+    """``(H, W)`` pairs as the ``(levels, 2)`` int64 tensor the schema takes, made on the device
+    of the call's first tensor: a traced kernel reads the sizes there (``traced.py``), and
+    inductor makes a short flat tensor of known ints in a kernel of its own, where a host tensor
+    copied over would put a CPU node in the graph, which keeps it out of CUDA graphs."""
+    device = next((v.device for v in bound.values() if isinstance(v, torch.Tensor)), None)
+    flat = [size for pair in pairs for size in pair]
+    return torch.tensor(flat, dtype=torch.int64, device=device).view(-1, 2)
 
 
 def _fits(kind: str, value: object) -> bool:
@@ -120,7 +136,7 @@ def _kernel(slot: Slot):
     def kernel(*args, **kwargs):
         args, kwargs = _as_called(slot, args, kwargs)
         with torch.no_grad():
-            out = registry.selected(slot.name, args, kwargs)
+            out = registry.run_selected(slot.name, args, kwargs)
             if out is None:
                 out = portable(*args, **kwargs)
         return _unaliased(out, args, kwargs)
@@ -249,7 +265,9 @@ def _define(slot: Slot) -> None:
         backward, setup_context = _autograd(slot)
         torch.library.register_autograd(qualified, backward, setup_context=setup_context,
                                         lib=_library)
+    traced.install(slot, _library, _as_called)
 
 
 for _slot in SLOTS:  # once, at import: importing the module defines the operators
     _define(_slot)
+registry.compile_with(call)

@@ -10,15 +10,20 @@ The registry judges every accelerated call, so each rule also compiles, once per
 ``fits(args, kwargs, result) -> bool`` that reads the arguments where the call put them (no
 binding, no ``Output`` built): True when ``result`` is the declared output. False (or an
 exception, for an input the rule cannot describe) sends the registry to the full rule, which says
-what differs.
+what differs. The check reads each argument where the slot's ``Binder.place`` says a call holds
+it, ``args[position] if len(args) > position else kwargs.get(name, default)``, inline: a function
+call per argument was most of an unpack slot's check.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+
+if TYPE_CHECKING:  # slots.py declares the slots with these rules
+    from .slots import Binder
 
 
 class Output(NamedTuple):
@@ -43,30 +48,21 @@ class Output(NamedTuple):
         return None
 
 
-#: ``fetch(name)``: a function of a call's ``(args, kwargs)`` giving argument ``name`` (its
-#: default when the call leaves it out), made by the slot from its signature (``slots.Binder``);
-#: ``fetch.required(name)``: the position of a parameter without a default (a call the signature
-#: takes holds it there when it has that many positional arguments), else None;
-#: ``fetch.place(name)``: ``(position, default)``, what ``fetch(name)`` reads, for a fast check
-#: that reads ``args[position] if len(args) > position else kwargs.get(name, default)`` inline
-#: (a function call per argument was most of an unpack slot's check).
-Fetch = Callable[[str], Callable[[tuple, dict], object]]
 Fits = Callable[[tuple, dict, object], bool]
 
 Tensor = torch.Tensor
 
 
-
 class Rule:
     """What a slot returns: ``rule(bound)`` gives its ``Output`` (or a tuple of them);
-    ``rule.compile(fetch)`` gives the fast check (module docstring)."""
+    ``rule.compile(binder)`` gives the fast check for the slot's signature (module docstring)."""
 
     label = "rule"
 
     def __call__(self, args: Mapping[str, object]) -> Output | tuple[Output, ...]:
         raise NotImplementedError
 
-    def compile(self, fetch: Fetch) -> Fits:
+    def compile(self, binder: Binder) -> Fits:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -84,9 +80,9 @@ class like(Rule):  # noqa: N801 - reads as the declaration it is: outputs.like("
         t = args[self.name]
         return Output(tuple(t.shape), self.dtype or t.dtype, t.device)
 
-    def compile(self, fetch: Fetch) -> Fits:
+    def compile(self, binder: Binder) -> Fits:
         name, dtype = self.name, self.dtype
-        i, default = fetch.place(name)
+        i, default = binder.place(name)
         if dtype is None:
             def fits(args, kwargs, result):
                 t = args[i] if len(args) > i else kwargs.get(name, default)
@@ -113,10 +109,10 @@ class unpacked(Rule):  # noqa: N801
         cols = args[self.in_features] if self.in_features else codes.shape[1]
         return Output((codes.shape[0], int(cols)), args["dtype"], codes.device)
 
-    def compile(self, fetch: Fetch) -> Fits:
-        (c, codes_default), (d, dtype_default) = fetch.place("codes"), fetch.place("dtype")
+    def compile(self, binder: Binder) -> Fits:
+        (c, codes_default), (d, dtype_default) = binder.place("codes"), binder.place("dtype")
         features = self.in_features
-        f, features_default = fetch.place(features) if features else (None, None)
+        f, features_default = binder.place(features) if features else (None, None)
 
         def fits(args, kwargs, result):
             n = len(args)
@@ -142,9 +138,9 @@ class _Codes(Rule):
         return (Output(tuple(x.shape), torch.float8_e4m3fn, x.device),
                 Output((*x.shape[:-1], 1), torch.float32, x.device))
 
-    def compile(self, fetch: Fetch) -> Fits:
+    def compile(self, binder: Binder) -> Fits:
         e4m3, f32 = torch.float8_e4m3fn, torch.float32
-        i, default = fetch.place("x")
+        i, default = binder.place("x")
 
         def fits(args, kwargs, result):
             if type(result) is not tuple or len(result) != 2:
@@ -171,8 +167,8 @@ class _Epilogue(Rule):
         acc = args["acc"]
         return Output(tuple(acc.shape), args["out_dtype"], acc.device)
 
-    def compile(self, fetch: Fetch) -> Fits:
-        (a, acc_default), (d, dtype_default) = fetch.place("acc"), fetch.place("out_dtype")
+    def compile(self, binder: Binder) -> Fits:
+        (a, acc_default), (d, dtype_default) = binder.place("acc"), binder.place("out_dtype")
 
         def fits(args, kwargs, result):
             n = len(args)
@@ -195,9 +191,9 @@ class _Gemm(Rule):
         a, b = args["a"], args["b"]
         return Output((a.shape[0], b.shape[0]), args["out_dtype"], a.device)
 
-    def compile(self, fetch: Fetch) -> Fits:
-        (i, a_default), (j, b_default) = fetch.place("a"), fetch.place("b")
-        d, dtype_default = fetch.place("out_dtype")
+    def compile(self, binder: Binder) -> Fits:
+        (i, a_default), (j, b_default) = binder.place("a"), binder.place("b")
+        d, dtype_default = binder.place("out_dtype")
 
         def fits(args, kwargs, result):
             n = len(args)
@@ -222,18 +218,15 @@ class _Attention(Rule):
         return Output((value.shape[0], locations.shape[1], value.shape[2] * value.shape[3]),
                       value.dtype, value.device)
 
-    def compile(self, fetch: Fetch) -> Fits:
-        value_of, locations_of = fetch("value"), fetch("sampling_locations")
-        v, loc = fetch.required("value"), fetch.required("sampling_locations")
-        if v is None or loc is None or v > loc:
-            raise ValueError("attention: value and sampling_locations must be positional "
-                             "parameters without defaults, in that order")
+    def compile(self, binder: Binder) -> Fits:
+        (v, value_default), (loc, locations_default) = \
+            binder.place("value"), binder.place("sampling_locations")
 
         def fits(args, kwargs, result):
-            if len(args) > loc:  # both positional (value comes first)
-                value, locations = args[v], args[loc]
-            else:
-                value, locations = value_of(args, kwargs), locations_of(args, kwargs)
+            n = len(args)
+            value = args[v] if n > v else kwargs.get("value", value_default)
+            locations = args[loc] if n > loc else \
+                kwargs.get("sampling_locations", locations_default)
             if not (isinstance(result, Tensor) and result.dtype is value.dtype
                     and result.device == value.device):
                 return False

@@ -12,7 +12,9 @@ and storage, as ``libreyolo.quant.validation.HostReads`` knows a tensor; an infe
 no version counter, so a plan watching one is never kept).
 
 What stays per call is what can change between equal descriptions: graph capture, grad mode, and
-the pointers' alignment (``triton_launch``).
+the pointers' alignment (``triton_launch``). While a compiled graph traces an implementation
+(``libreyolo.capture.tracing_kernels``) nothing is kept or looked up: a fake tensor describes
+itself as a real one does, and neither's plan serves the other.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import weakref
 
 import torch
 
+from libreyolo.capture import TRACING
 from libreyolo.quant.validation import HOST_READS
 
 _STRIDED = torch.strided
@@ -53,6 +56,8 @@ class PlanCache:
     def get(self, key: tuple, watched: tuple[torch.Tensor, ...] = ()) -> object | None:
         """The plan kept under ``key``, if it was made from these ``watched`` tensors and none of
         them changed since; else None."""
+        if getattr(TRACING, "on", False):
+            return None
         try:
             entry = self._entries.get((key, *map(id, watched)) if watched else key)
         except TypeError:  # an unhashable argument: the checks run every call (and reject it)
@@ -71,7 +76,7 @@ class PlanCache:
         """Keep ``plan`` under ``key``, if the values of every watched tensor were read for it
         (``HOST_READS`` knows them; not so for one planned while reads were forbidden, under a
         CUDA graph capture, or for an inference tensor)."""
-        if not all(HOST_READS.known(t) for t in watched):
+        if getattr(TRACING, "on", False) or not all(HOST_READS.known(t) for t in watched):
             return
         stamps = tuple((weakref.ref(t), t._version, t.data_ptr()) for t in watched)
         with self._lock:

@@ -114,9 +114,10 @@ TRITON_INTERPRET = "TRITON_INTERPRET"
 _TRITON_TRUE = frozenset({"1", "true", "on", "yes"})
 
 
-def _raw_reader():
-    """A function returning the raw values of every variable that decides which implementations
-    may run, as stored (the registry's cache key: equal values, equal decisions).
+def _raw_reader(variables: tuple[str, str, str] = (KERNELS, LEGACY_KERNELS, TRITON_INTERPRET)):
+    """A function returning the raw values of three variables, as stored; by default those that
+    decide which implementations may run (the registry's cache key: equal values, equal
+    decisions).
 
     ``os.environ.get`` of an unset variable raises and catches a KeyError inside ``_Environ``,
     about fifty times a lookup in its own dict (``_data``, keyed by ``encodekey``;
@@ -124,13 +125,12 @@ def _raw_reader():
     case, so reading them is most of a dispatch. Both are CPython's ``os._Environ`` since 3.2;
     where they are missing, the public mapping is read instead.
     """
-    variables = (KERNELS, LEGACY_KERNELS, TRITON_INTERPRET)
     data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
     if not (isinstance(data, dict) and callable(encode)):
         return lambda: tuple(os.environ.get(v) for v in variables)
     get = data.get
-    kernels, legacy, interpret = (encode(v) for v in variables)
-    return lambda: (get(kernels), get(legacy), get(interpret))
+    first, second, third = (encode(v) for v in variables)
+    return lambda: (get(first), get(second), get(third))
 
 
 #: ``raw_values()``: see ``_raw_reader``.
@@ -178,8 +178,32 @@ def fp8_fast_accumulation() -> bool | None:
                      f"got {os.environ.get(FP8_FAST_ACCUMULATION)!r}")
 
 
+#: ``plan_raw_values()``: the raw values of the settings an implementation's ``accepts`` may read
+#: beside the selection (the Hub switches, the FP8 accumulation); with ``raw_values``, every
+#: setting ``in_effect`` lists. A bound slot (``bound.py``) keeps its choice under both.
+plan_raw_values = _raw_reader((HUB_KERNELS, HUB_UNAUDITED, FP8_FAST_ACCUMULATION))
+
+
 def in_effect() -> dict[str, str | None]:
     """The raw values of every setting, for the CLI and for parity records."""
     variables = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, HUB_UNAUDITED, FP8_FAST_ACCUMULATION,
                  TRITON_INTERPRET)
     return {name: os.environ.get(name) for name in variables}
+
+
+_IN_EFFECT = (KERNELS, LEGACY_KERNELS, HUB_KERNELS, HUB_UNAUDITED, FP8_FAST_ACCUMULATION,
+              TRITON_INTERPRET)
+_ENCODE = getattr(os.environ, "encodekey", None)
+_TRACED_KEYS = tuple(map(_ENCODE, _IN_EFFECT)) if callable(_ENCODE) else ()
+
+
+def traced_values() -> tuple:
+    """The raw values of every setting, read so that Dynamo can trace the reads: where a slot
+    call is traced, each becomes a guard of the compiled graph (``registry._selection_guard``).
+    ``raw_values`` keeps a dict's bound ``get`` in a closure, which torch 2.11's Dynamo refuses
+    to call; a lookup in ``os.environ``'s own dict it traces, and ``os.environ.get`` it folds to
+    a constant without a guard, so it is read only where that dict is missing."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and _TRACED_KEYS:
+        return tuple(data.get(key) for key in _TRACED_KEYS)
+    return tuple(os.environ.get(name) for name in _IN_EFFECT)

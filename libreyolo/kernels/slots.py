@@ -151,7 +151,7 @@ class Slot:
         """``fits(args, kwargs, result)``: True when ``result`` is the declared output of a call
         ``binder.check`` took; False or an exception send the caller to ``expected_output``
         (``outputs.py``). No value is read."""
-        return self.output.compile(_Fetch(self.binder))
+        return self.output.compile(self.binder)
 
     def split(self, arguments: dict[str, object]) -> tuple[tuple, dict]:
         """Bound arguments (``bind``'s) as a call again: every parameter before ``*``
@@ -207,30 +207,15 @@ class Binder:
             return
         self(args, kwargs)
 
-    def required(self, name: str) -> int | None:
-        """The position of ``name`` when it is a parameter without a default: every call
-        ``check`` takes without keywords passes it positionally there. Else None."""
-        if name not in self.positional or any(n == name for n, _ in self.defaults):
-            return None
-        return self.positional.index(name)
-
     def place(self, name: str) -> tuple[int, object]:
         """``(position, default)`` of parameter ``name``: a call ``check`` took holds it at
         ``args[position]`` when it has more positional arguments than that, else in ``kwargs``
         or at its default (None when it has none). A keyword-only parameter's position is past
-        any call's arguments. What ``fetch`` reads, for a caller that reads it inline."""
+        any call's arguments. How an output rule's fast check reads an argument, inline
+        (``outputs.py``)."""
         default = next((d for n, d in self.defaults if n == name), None)
         return (self.positional.index(name) if name in self.positional else sys.maxsize,
                 default)
-
-    def fetch(self, name: str) -> Callable[[tuple, dict], object]:
-        """A function of a call's ``(args, kwargs)`` that gives argument ``name`` (its default
-        when the call leaves it out), for a call ``check`` took."""
-        default = next((d for n, d in self.defaults if n == name), None)
-        if name not in self.positional:
-            return lambda args, kwargs: kwargs.get(name, default)
-        i = self.positional.index(name)
-        return lambda args, kwargs: args[i] if len(args) > i else kwargs.get(name, default)
 
     def __call__(self, args: tuple, kwargs: dict) -> dict[str, object]:
         if len(args) > len(self.positional):
@@ -254,24 +239,6 @@ class Binder:
         except TypeError as exc:
             raise TypeError(f"{self.slot}{self.signature}: {exc}") from None
         raise AssertionError(f"{self.slot}: Binder and Signature.bind disagree")  # unreachable
-
-
-class _Fetch:
-    """``Binder.fetch`` with ``Binder.required`` beside it, as ``outputs.Fetch`` is read."""
-
-    __slots__ = ("binder",)
-
-    def __init__(self, binder: Binder):
-        self.binder = binder
-
-    def __call__(self, name: str) -> Callable[[tuple, dict], object]:
-        return self.binder.fetch(name)
-
-    def required(self, name: str) -> int | None:
-        return self.binder.required(name)
-
-    def place(self, name: str) -> tuple[int, object]:
-        return self.binder.place(name)
 
 
 def _load(target: str | None) -> Callable | None:

@@ -23,6 +23,10 @@ itself, without its Python wrapper (which only allocates scratch). A launch thro
 an autograd step more host time than a torch kernel's (``benchmarks/NOTES.md``, "Triton's launch
 path").
 
+While a compiled graph traces an in-tree implementation (``libreyolo.capture.tracing_kernels``:
+the tensors are fake), a launch is handed to ``torch.library.wrap_triton`` instead: it becomes a
+node of the graph, and the compiled code launches the same kernel itself.
+
 The full path is kept whenever the shortcut could differ from it: the interpreter
 (``TRITON_INTERPRET=1``: no compiled kernel), non-CUDA tensors, a launch hook (a profiler), a
 pre-run hook, or a Triton without the internals this relies on (the stack pins triton 3.6.0,
@@ -38,11 +42,16 @@ from pathlib import Path
 
 import torch
 
+from libreyolo.capture import TRACING
+
 _COMPILED_ATTRIBUTES = ("run", "function", "packed_metadata")
 
 
 def launch(kernel, grid: Sequence[int], *args, **kwargs) -> None:
     """``kernel[grid](*args, **kwargs)``, faster from the second call of a specialization on."""
+    if getattr(TRACING, "on", False):
+        _traced_launch(kernel, grid, args, kwargs)
+        return
     caches = getattr(kernel, "device_caches", None)
     if caches is None or getattr(kernel, "pre_run_hooks", True) or not _cuda_args(args):
         kernel[grid](*args, **kwargs)
@@ -65,6 +74,12 @@ def launch(kernel, grid: Sequence[int], *args, **kwargs) -> None:
     grid_z = grid[2] if len(grid) > 2 else 1
     compiled.run(grid[0], grid_y, grid_z, active.get_current_stream(device),
                  compiled.function, compiled.packed_metadata, None, None, None, *bound.values())
+
+
+def _traced_launch(kernel, grid, args: tuple, kwargs: dict) -> None:
+    """The launch as a node of the graph being traced: ``wrap_triton`` records the kernel, its
+    grid and arguments, and inductor's code launches it."""
+    torch.library.wrap_triton(kernel)[tuple(grid)](*args, **kwargs)
 
 
 def _bind(caches, device: int, args, kwargs) -> tuple[dict, tuple]:
@@ -120,6 +135,9 @@ class Launcher:
         if len(tensors) != self._count:
             raise ValueError(f"Launcher: {len(tensors)} tensors given, the kernel takes "
                              f"{self._count}")
+        if getattr(TRACING, "on", False):
+            _traced_launch(self._kernel, self._grid, (*tensors, *self._fixed), self._kwargs)
+            return
         fast = self._fast
         if fast:
             launcher, head, tail, device, aligned, runtime, current_device, stream = fast

@@ -10,7 +10,7 @@ from libreyolo.kernels import capabilities, ops, registry
 
 
 def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():
-    before = (registry.selected, registry._eligible, capabilities.Capabilities.decline,
+    before = (registry.run_selected, registry._eligible, capabilities.Capabilities.decline,
               registry._DECLARED["fake_quant_fp8"])
     stages = profile_compile.selection_stages(lambda t: ops.fake_quant_fp8(t), torch.randn(8, 8),
                                               "fake_quant_fp8", calls=50)
@@ -19,5 +19,5 @@ def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():
     assert stages["fn"] > 0 and stages["eligible"] > 0  # the reference ran, through _eligible
     assert stages["accepts"] == 0 and stages["fits"] == 0  # a reference has neither
     assert stages["call"] >= stages["selected"] >= stages["fn"]
-    assert (registry.selected, registry._eligible, capabilities.Capabilities.decline,
+    assert (registry.run_selected, registry._eligible, capabilities.Capabilities.decline,
             registry._DECLARED["fake_quant_fp8"]) == before

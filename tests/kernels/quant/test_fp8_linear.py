@@ -1,5 +1,7 @@
 """fp8_linear's engage decision (no kernel runs here: CPU tensors always get None)."""
 
+import functools
+
 import pytest
 import torch
 
@@ -36,6 +38,14 @@ def test_a_region_covers_its_m_from_its_minimum_and_exactly_its_n_and_k(policy_f
 def test_an_empty_policy_never_engages(policy_file):
     policy_file("devices = []\nregion = []\n")
     assert not engages(1 << 20, 4096, 4096)
+
+
+def test_a_reloaded_policy_is_asked_again_which_devices_it_lists(policy_file, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
+    policy_file('devices = ["H200"]\nregion = []\n')
+    assert not module._measured_device(0)
+    policy_file('devices = ["NVIDIA H100 80GB HBM3"]\nregion = []\n')
+    assert module._measured_device(0)
 
 
 def test_the_shipped_policy_has_well_formed_regions():
@@ -103,8 +113,8 @@ def test_the_policys_answer_is_a_constant_of_a_compiled_graph(monkeypatch):
     a file read standing in for it) is nothing a graph can hold, and a full graph must compile."""
     from pathlib import Path
 
-    monkeypatch.setattr(module, "_measured_device",
-                        lambda index: "[[region]]" in Path(module.POLICY_FILE).read_text())
+    monkeypatch.setattr(module, "_measured_device", functools.cache(
+        lambda index: "[[region]]" in Path(module.POLICY_FILE).read_text()))
     module.reload_policy()
     shapes = ((4096, 1024),)
 

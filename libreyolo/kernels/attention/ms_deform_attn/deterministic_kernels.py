@@ -99,7 +99,9 @@ def gradient_bound_kernel(grad_out_ptr, weights_ptr, fixed_ptr, grad_count, weig
     may drop NaN: the interpreter's does)."""
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     g = tl.load(grad_out_ptr + offsets, mask=offsets < grad_count, other=0.0).to(tl.float32)
-    g_bits = (tl.abs(g) * hits.to(tl.float32)).to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    # tl.cast, not hits.to: torch's trace of the kernel (wrap_triton) specializes an int of 1 to a
+    # Python constant, which has no .to
+    g_bits = (tl.abs(g) * tl.cast(hits, tl.float32)).to(tl.int32, bitcast=True) & 0x7FFFFFFF
     tl.atomic_max(fixed_ptr, tl.max(g_bits, axis=0).to(tl.int64), sem="relaxed")
     w = tl.load(weights_ptr + offsets, mask=offsets < weight_count, other=0.0).to(tl.float32)
     w_bits = w.to(tl.int32, bitcast=True) & 0x7FFFFFFF

@@ -1,15 +1,18 @@
 """What callers use: may the slot run here, and run it if an implementation takes the input.
 
 The slot has no reference; a caller keeps its portable path and takes it whenever
-:func:`maybe_ms_deform_attn` returns ``None``.
+:func:`maybe_ms_deform_attn` returns ``None``. Each helper asks its slot through one
+``BoundSlot`` (``libreyolo.kernels.bound``): a decoder calls with the same description every
+step, and the selection is worked out once per description.
 """
 
 from __future__ import annotations
 
 from libreyolo.capture import EXPORT, graph_capture
-from libreyolo.kernels import dispatch
+from libreyolo.kernels.bound import BoundSlot
 
 SLOT = "ms_deform_attn"
+_SLOT = BoundSlot(SLOT)
 
 
 def can_use_slot() -> bool:
@@ -29,10 +32,11 @@ def maybe_ms_deform_attn(value, spatial_shapes, sampling_locations, attention_we
     """
     if not can_use_slot():
         return None
-    return dispatch(SLOT, value, spatial_shapes, sampling_locations, attention_weights)
+    return _SLOT(value, spatial_shapes, sampling_locations, attention_weights)
 
 
 RAGGED_SLOT = "ms_deform_attn_ragged"
+_RAGGED_SLOT = BoundSlot(RAGGED_SLOT)
 
 
 def maybe_ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, attention_weights,
@@ -42,5 +46,5 @@ def maybe_ms_deform_attn_ragged(value, spatial_shapes, sampling_locations, atten
     :func:`~libreyolo.kernels.attention.ms_deform_attn.portable.ms_deform_attn_ragged`."""
     if not can_use_slot():
         return None
-    return dispatch(RAGGED_SLOT, value, spatial_shapes, sampling_locations, attention_weights,
-                    points_per_level, method)
+    return _RAGGED_SLOT(value, spatial_shapes, sampling_locations, attention_weights,
+                        points_per_level, method)

@@ -35,7 +35,7 @@ import torch
 from libreyolo.kernels import Capabilities, register, settings
 from libreyolo.kernels.hub import LOCK_FILE
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.registry import planned
+from libreyolo.kernels.registry import plan_or_raise
 
 from .levels import device_shapes, remembered
 from .portable import validate_inputs
@@ -173,15 +173,15 @@ def ms_deform_attn_hub(value, spatial_shapes, sampling_locations, attention_weig
     """The slot on the verified Hub kernel; differentiable in value, locations and weights.
 
     ``prepared`` is what :func:`accepts` returned (the registry passes it); a direct call
-    without it asks what the registry asks (``registry.planned``: the declared capabilities, then
-    :func:`accepts`) and raises the portable core's error for a bad input, or ``ValueError`` with
-    the reason on a decline.
+    without it asks what the registry asks (``registry.plan_or_raise``: the declared
+    capabilities, then :func:`accepts`) and raises the portable core's error for a bad input, or
+    ``ValueError`` with the reason on a decline.
     The first call loads the kernel: :class:`~libreyolo.kernels.hub.HubKernelRefused` when it
     does not verify.
     """
     if prepared is None:
-        prepared = planned(REGISTERED, (value, spatial_shapes, sampling_locations,
-                                        attention_weights))
+        prepared = plan_or_raise(REGISTERED, (value, spatial_shapes, sampling_locations,
+                                              attention_weights))
     kernel()  # load (or refuse) before any autograd bookkeeping
     tensors = (value.contiguous(), sampling_locations.contiguous(),
                attention_weights.contiguous())

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from libreyolo.capture import checking_fake, is_capturing
+from libreyolo.capture import checking_fake, is_capturing, kernels_traced
 
 SpatialShapes = torch.Tensor | Sequence[Sequence[int]]
 Levels = tuple[tuple[int, int], ...]
@@ -188,3 +188,13 @@ def offset_normalizer(levels: Levels, device: torch.device,
         normalizer = shapes.to(dtype).flip(-1)[None, None, None, :, None, :]
         _remember(_normalizers, key, normalizer)
     return normalizer
+
+
+def traced_on(spatial_shapes: SpatialShapes, device: torch.device) -> torch.Tensor | None:
+    """While a compiled graph traces the kernels (``libreyolo.capture.tracing_kernels``), a
+    ``spatial_shapes`` tensor on ``device``, from which the kernels read the sizes on the device:
+    a traced tensor has no values to read on the host (one made from pairs elsewhere is copied
+    by the graph). None otherwise: pairs, or no trace."""
+    if not (kernels_traced() and isinstance(spatial_shapes, torch.Tensor)):
+        return None
+    return spatial_shapes if spatial_shapes.device == device else spatial_shapes.to(device)

@@ -27,6 +27,7 @@ import torch
 from libreyolo.kernels import register
 from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_common as common
+from libreyolo.kernels.attention.ms_deform_attn.levels import traced_on
 from libreyolo.kernels.attention.ms_deform_attn.portable import (
     SAMPLING_METHODS,
     check_points_per_level,
@@ -35,7 +36,7 @@ from libreyolo.kernels.attention.ms_deform_attn.portable import (
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.registry import planned
+from libreyolo.kernels.registry import plan_or_raise
 from libreyolo.kernels.triton_kit import (
     CAPABILITIES,
     FloatKind,
@@ -105,6 +106,8 @@ def _level_sizes(value, spatial_shapes, sampling_locations, attention_weights, p
         pairs, points = validate_ragged_inputs(value, spatial_shapes, sampling_locations,
                                          attention_weights, points_per_level, method)
         return len(pairs), _device_shapes(tuple(pairs), value.device), points
+    if (traced := traced_on(spatial_shapes, value.device)) is not None:
+        spatial_shapes = traced
     if spatial_shapes.dtype != torch.int64 or spatial_shapes.dim() != 2 \
             or spatial_shapes.shape[1] != 2 or spatial_shapes.device != value.device:
         return "spatial_shapes must be a (levels, 2) int64 tensor on value's device"
@@ -223,11 +226,11 @@ def ms_deform_attn_ragged_triton(value, spatial_shapes, sampling_locations, atte
     """The slot on the Triton kernels; differentiable in value, weights and (bilinear) locations.
 
     ``prepared`` is ``accepts``' plan for these arguments (``dispatch`` passes it); without it
-    the call asks what the registry asks (``registry.planned``: the declared capabilities, then
-    ``accepts``), and raises the portable path's error for a bad input, or ValueError if the
+    the call asks what the registry asks (``registry.plan_or_raise``: the declared capabilities,
+    then ``accepts``), and raises the portable path's error for a bad input, or ValueError if the
     kernels decline a good one.
     """
-    plan = prepared if prepared is not None else planned(REGISTERED, (
+    plan = prepared if prepared is not None else plan_or_raise(REGISTERED, (
         value, spatial_shapes, sampling_locations, attention_weights, points_per_level, method))
     return common.run(_apply, _forward, plan, value, sampling_locations, attention_weights)
 
@@ -255,4 +258,4 @@ SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_tr
 
 REGISTERED = register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=triton_ready,
                       capabilities=CAPABILITIES, accepts=accepts, sources=SOURCES,
-                      backward=ms_deform_attn_ragged_triton_backward)
+                      backward=ms_deform_attn_ragged_triton_backward, traceable=True)

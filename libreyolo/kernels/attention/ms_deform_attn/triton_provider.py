@@ -29,14 +29,14 @@ from libreyolo.kernels import register
 from libreyolo.kernels.autograd import SOURCE as autograd_source
 from libreyolo.kernels.autograd import applier
 from libreyolo.kernels.prepared import Prepared
-from libreyolo.kernels.registry import planned
+from libreyolo.kernels.registry import plan_or_raise
 from libreyolo.kernels.triton_kit import CAPABILITIES, cdiv, interpreter_decline, triton_ready
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.kernels.triton_launch import Launcher
 
 from . import deterministic, memo
 from . import triton_common as common
-from .levels import device_shapes, remembered
+from .levels import device_shapes, remembered, traced_on
 from .portable import validate_inputs
 
 # A backward of fewer (query block, batch x head) programs than this gives each level its own
@@ -108,6 +108,8 @@ def _plan_key(tensors, spatial_shapes) -> tuple | None:
 
 def _plan(value, spatial_shapes, sampling_locations, attention_weights) -> LaunchPlan | str:
     """``accepts``' answer, worked out (see :mod:`.memo` for when it is remembered)."""
+    if (traced := traced_on(spatial_shapes, value.device)) is not None:
+        return _captured_plan(value, traced, sampling_locations, attention_weights)
     if isinstance(spatial_shapes, torch.Tensor) and spatial_shapes.is_cuda \
             and torch.cuda.is_current_stream_capturing() and remembered(spatial_shapes) is None:
         return _captured_plan(value, spatial_shapes, sampling_locations, attention_weights)
@@ -142,9 +144,11 @@ def _kernels_decline(value, sampling_locations) -> str | None:
 def _captured_plan(value, spatial_shapes, sampling_locations, attention_weights):
     """The plan for a ``spatial_shapes`` tensor first seen inside a CUDA graph capture (a
     ``torch.compile(mode="reduce-overhead")`` recording hands the graph its own copy of each
-    input), where reading it would break the capture. The kernels read the sizes on the device,
-    so the plan launches on the tensor itself, as the ragged plan does: only its metadata and
-    the layout are checked, and the plan is not remembered (its key would need the values)."""
+    input), where reading it would break the capture, or traced into a compiled graph
+    (``libreyolo.kernels.traced``), where it has no values to read. The kernels read the sizes
+    on the device, so the plan launches on the tensor itself, as the ragged plan does: only its
+    metadata and the layout are checked, and the plan is not remembered (its key would need the
+    values)."""
     with no_host_reads():
         validate_inputs(value, spatial_shapes, sampling_locations, attention_weights)
     if spatial_shapes.device != value.device:
@@ -185,13 +189,13 @@ def ms_deform_attn_triton(value, spatial_shapes, sampling_locations, attention_w
     """The slot on the Triton kernels; differentiable in value, locations and weights.
 
     ``prepared`` is what :func:`accepts` returned for these arguments (the registry passes it);
-    a direct call without it asks what the registry asks (``registry.planned``: the declared
+    a direct call without it asks what the registry asks (``registry.plan_or_raise``: the declared
     capabilities, then :func:`accepts`) and raises the portable core's error for a bad input, or
     ``ValueError`` with the reason when the kernels decline a good one.
     """
     if prepared is None:
-        prepared = planned(REGISTERED, (value, spatial_shapes, sampling_locations,
-                                        attention_weights))
+        prepared = plan_or_raise(REGISTERED, (value, spatial_shapes, sampling_locations,
+                                              attention_weights))
     return common.run(_apply, _forward, prepared, value, sampling_locations, attention_weights)
 
 
@@ -226,4 +230,4 @@ SOURCES = tuple(str(_HERE / f) for f in ("triton_provider.py", "triton_common.py
 
 REGISTERED = register("ms_deform_attn", ms_deform_attn_triton, name="triton",
                       predicate=triton_ready, capabilities=CAPABILITIES, accepts=accepts,
-                      sources=SOURCES, backward=ms_deform_attn_triton_backward)
+                      sources=SOURCES, backward=ms_deform_attn_triton_backward, traceable=True)

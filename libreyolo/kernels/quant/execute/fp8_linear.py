@@ -60,6 +60,7 @@ def reload_policy() -> None:
     """Read ``POLICY_FILE`` again on the next question, forgetting every answer kept from it."""
     policy.cache_clear()
     _answer.cache_clear()
+    _measured_device.cache_clear()
 
 
 @functools.cache

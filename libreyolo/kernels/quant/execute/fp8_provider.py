@@ -123,8 +123,8 @@ def _gemm(rowwise: bool):
 for _slot in PLANNERS:
     _run, _accepts = _triton(_slot)
     register(_slot, _run, name="triton", predicate=triton_ready, capabilities=CAPABILITIES,
-             accepts=_accepts, sources=TRITON_SOURCES)
+             accepts=_accepts, sources=TRITON_SOURCES, traceable=True)
 for _rowwise in (True, False):
     _name, _run, _accepts = _gemm(_rowwise)
     register(_name, _run, name="scaled_mm", predicate=scaled_mm_ready, capabilities=SCALED_MM,
-             accepts=_accepts, sources=GEMM_SOURCES)
+             accepts=_accepts, sources=GEMM_SOURCES, traceable=True)

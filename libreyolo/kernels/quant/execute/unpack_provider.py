@@ -62,4 +62,4 @@ def _implementation(slot: str):
 for _slot in PLANNERS:
     _run, _accepts = _implementation(_slot)
     register(_slot, _run, name=NAME, predicate=triton_ready, capabilities=CAPABILITIES,
-             accepts=_accepts, sources=SOURCES)
+             accepts=_accepts, sources=SOURCES, traceable=True)

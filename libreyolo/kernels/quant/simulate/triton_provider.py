@@ -69,4 +69,5 @@ for _slot in PLANNERS:
     _run, _accepts, _backward = _implementation(_slot)
     register(_slot, _run, name=NAME, predicate=triton_kit.triton_ready,
              capabilities=triton_kit.CAPABILITIES,
-             accepts=_accepts, sources=SOURCES, backward=_backward)
+             accepts=_accepts, sources=SOURCES, backward=_backward,
+             traceable=True)
