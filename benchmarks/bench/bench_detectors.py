@@ -2,8 +2,8 @@
 
 Usage: ``python benchmarks/bench/bench_detectors.py OUT.json [--families rt_detr d_fine ...]
 [--modes eager-infer eager-train compiled compiled-ro compiled-train] [--batches 1 8]
-[--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS]``; ``--table OUT.json`` prints
-the table of a run.
+[--dtypes fp32 bf16] [--iters 20] [--warmup 5] [--budget SECONDS] [--hub-build DIR]``;
+``--table OUT.json`` prints the table of a run.
 
 Each family is transformers' default configuration (``tests/integrations/detector_families.toml``,
 ``[[full]]``), random weights, at its input size (the entry's ``image``). Each row builds
@@ -34,6 +34,22 @@ T_stock the stock step's time, a wired model can at best be ``T_stock / (T_stock
 A_ours)`` faster; the row's target is ``1 + 0.8 (ceiling - 1)``. The attention share is A_stock
 over the stock step's device time (profiled). Writes the JSON after every row and prints a markdown
 table.
+
+The Hub kernel (``--hub-build DIR``: ``benchmarks/hub/build_msda.py``'s OUT folder, or a snapshot
+folder holding ``build/``): a third copy of the row's model, kernelized as a transformers user gets
+kernels-community's deformable-detr, from the local build instead of the Hub:
+``kernels.use_kernel_mapping`` maps transformers' layer name ``MultiScaleDeformableAttention`` on
+the device to a ``kernels.LocalLayerRepository`` of the build, then ``kernels.kernelize`` with the
+row's mode (``Mode.INFERENCE`` or ``TRAINING``, ``| TORCH_COMPILE`` in a compiled mode). Where
+transformers left its classes unmarked (it takes only some ``kernels`` versions: 5.17 takes
+``>=0.16,<0.17``), they are marked for that call as its ``use_kernel_forward_from_hub`` would mark
+them. Before timing, every classic site's forward must be the Hub layer's (a silent fallback to
+stock is refused) and the copy's logits must match stock's (an inference forward in the row's
+autocast, within ``HUB_TOLERANCE`` of the stock logits' magnitude; a train step's backward is run
+once, not compared); the copy then takes its turn in the same rounds. A row the Hub kernel does not
+serve says why instead: "no Hub kernel" (no site is that layer: D-FINE, DEIMv2, RT-DETRv2), "not
+offered" (kernelize refuses the mode: the layer declares no ``can_torch_compile``, or
+``has_backward = False``), "refused" (a check above), or "failed" (the error).
 """
 
 from __future__ import annotations
@@ -68,6 +84,18 @@ from tests.integrations.detectors import build as detector_build  # noqa: E402
 DETECTOR_FAMILIES = load_families("full")
 FAMILIES = list(DETECTOR_FAMILIES)
 MODES = ("eager-infer", "eager-train", "compiled", "compiled-ro", "compiled-train")
+#: The layer name transformers marks its classic core module with for ``kernels``' mappings.
+HUB_LAYER = "MultiScaleDeformableAttention"
+#: Where build_msda.py's OUT folder holds the Hub layout's snapshots.
+HUB_SNAPSHOTS = Path("hf-cache", "kernels--kernels-community--deformable-detr", "snapshots")
+#: The largest difference of the hub copy's logits from stock's, as a fraction of the stock
+#: logits' largest magnitude (the wired copy's differences, recorded, are a few float ulps).
+HUB_TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2}
+
+
+class HubNotTimed(Exception):
+    """The row's Hub column is not timed; the message says why ("no Hub kernel", "not offered",
+    "refused")."""
 
 
 def build(family: str, device):
@@ -167,59 +195,203 @@ def interleaved_ms(steps: dict, rounds: int, iters: int, warmup: int) -> dict[st
     return times
 
 
+def logits_difference(outputs, reference):
+    """The largest absolute difference of two outputs' logits; equal entries differ by 0,
+    Grounding DINO's -inf past the prompt included."""
+    got, expected = outputs.logits.float(), reference.logits.float()
+    return torch.where(got == expected, 0.0, got - expected).abs().max().item()
+
+
+def hub_build_folder(text: str) -> Path:
+    """``--hub-build``: the local layer repository (the folder holding ``build/``) that ``text``
+    names, build_msda.py's OUT folder (its one snapshot) or the snapshot folder itself."""
+    folder = Path(text)
+    if (folder / "build").is_dir():
+        return folder
+    snapshots = sorted(path.parent for path in (folder / HUB_SNAPSHOTS).glob("*/build"))
+    if len(snapshots) != 1:
+        raise argparse.ArgumentTypeError(
+            f"expected build_msda.py's OUT folder (one {HUB_SNAPSHOTS}/<revision>/build/) or a "
+            f"folder holding build/, got {text!r} ({len(snapshots)} snapshots there)")
+    return snapshots[0]
+
+
+def hub_sites(model) -> dict:
+    """The model's modules of a class transformers marks with ``HUB_LAYER``: its classic core."""
+    return {name: module for name, module in model.named_modules()
+            if type(module).__name__ == HUB_LAYER
+            and type(module).__module__.startswith("transformers.models.")}
+
+
+@contextlib.contextmanager
+def hub_marked(classes):
+    """Each class marked for the block as transformers' ``use_kernel_forward_from_hub(HUB_LAYER)``
+    marks it when it takes the installed ``kernels``; yields those it had left unmarked."""
+    import kernels
+
+    unmarked = [cls for cls in classes if not hasattr(cls, "kernel_layer_name")]
+    for cls in unmarked:
+        kernels.replace_kernel_forward_from_hub(cls, HUB_LAYER)
+    try:
+        yield unmarked
+    finally:
+        for cls in unmarked:
+            del cls.kernel_layer_name, cls.kernel_condition
+
+
+def kernelize_mode(mode: str):
+    """``kernels.Mode`` for a step of ``mode``."""
+    from kernels import Mode
+
+    kind = Mode.TRAINING if mode.endswith("train") else Mode.INFERENCE
+    return kind | Mode.TORCH_COMPILE if mode.startswith("compiled") else kind
+
+
+def hub_copy(model, family, mode, dtype, arguments, repository: Path, device: str = "cuda"):
+    """(a copy of ``model`` kernelized with the Hub layer of the local ``repository`` for a step of
+    ``mode``, the row's hub fields), checked as the module docstring says; raises
+    :class:`HubNotTimed` where the Hub kernel does not serve the row."""
+    import kernels
+
+    hub = copy.deepcopy(model)
+    sites = hub_sites(hub)
+    if not sites:
+        raise HubNotTimed(f"no Hub kernel: its sites call {family.core.split(':')[1]}, which no "
+                          "kernel mapping names")
+    repo = kernels.LocalLayerRepository(repository, layer_name=HUB_LAYER)
+    layer = repo.load()
+    declares = (f"has_backward={getattr(layer, 'has_backward', True)}, "
+                f"can_torch_compile={getattr(layer, 'can_torch_compile', False)}")
+    with kernels.use_kernel_mapping({HUB_LAYER: {device: repo}}, inherit_mapping=False), \
+            hub_marked({type(module) for module in sites.values()}) as unmarked:
+        try:
+            kernels.kernelize(hub, mode=kernelize_mode(mode), device=device,
+                              use_fallback=kernels.KernelizeFallback.NO_LAYER)
+        except ValueError as exc:
+            raise HubNotTimed(f"not offered: kernelize: {exc} (the layer declares {declares})") \
+                from exc
+    stock_left = [name for name, module in sites.items()
+                  if getattr(module.forward, "__func__", None) is not layer.forward]
+    if stock_left:
+        raise HubNotTimed(f"refused: kernelize left {len(stock_left)} of {len(sites)} sites' "
+                          f"forward not the Hub layer's ({stock_left[0]}, ...)")
+    outputs = {name: make_step(copy_, "eager-infer", arguments, dtype)()
+               for name, copy_ in (("stock", model), ("hub", hub))}
+    error = logits_difference(outputs["hub"], outputs["stock"])
+    stock_logits = outputs["stock"].logits.float()
+    scale = stock_logits[stock_logits.isfinite()].abs().max().item()
+    if not error <= HUB_TOLERANCE[dtype] * scale:
+        raise HubNotTimed(f"refused: its logits differ from stock's by {error:.3g} (tolerance "
+                          f"{HUB_TOLERANCE[dtype]:g} x {scale:.3g})")
+    if mode.endswith("train"):
+        make_step(hub, mode, arguments, dtype)()
+    return hub, {"hub": "timed", "hub_sites": len(sites),
+                 "hub_marked_by": "bench" if unmarked else "transformers",
+                 "hub_max_abs_logits_diff": error}
+
+
+def round_ratios(times: dict, over: str, under: str) -> tuple[float, list]:
+    """The median of the rounds' ``over``/``under`` time ratios, and their spread."""
+    ratios = sorted(a / b for a, b in zip(times[over], times[under], strict=True))
+    return statistics.median(ratios), [ratios[0], ratios[-1]]
+
+
 def measure_row(model, family, mode, batch, dtype, args):
     arguments = inputs(DETECTOR_FAMILIES[family], batch, "cuda", seed=batch)
     row = {"family": family, "mode": mode, "batch": batch, "dtype": dtype}
     torch._dynamo.reset()
+    hub = None
+    if args.hub_build is not None:
+        try:
+            hub, fields = hub_copy(model, DETECTOR_FAMILIES[family], mode, dtype, arguments,
+                                   args.hub_build)
+            row.update(fields)
+        except HubNotTimed as exc:
+            row["hub"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the Hub column fails, stock and ours go on
+            row["hub"] = f"failed: {type(exc).__name__}: {exc}"
     wired = copy.deepcopy(model)
     row["sites"] = len(wire_deformable_attention(wired).wired)
     steps = {"stock": make_step(model, mode, arguments, dtype),
              "ours": make_step(wired, mode, arguments, dtype)}
+    if hub is not None:
+        steps["hub"] = make_step(hub, mode, arguments, dtype)
     if not mode.endswith("train"):
-        outs = {name: step() for name, step in steps.items()}
-        ours, stock = (outs[name].logits.float() for name in ("ours", "stock"))
-        # equal entries differ by 0, Grounding DINO's -inf past the prompt included
-        difference = torch.where(ours == stock, 0.0, ours - stock)
-        row["max_abs_logits_diff"] = difference.abs().max().item()
+        stock = steps["stock"]()
+        row["max_abs_logits_diff"] = logits_difference(steps["ours"](), stock)
     times = interleaved_ms(steps, args.rounds, args.iters, args.warmup)
-    ratios = sorted(s / o for s, o in zip(times["stock"], times["ours"], strict=True))
+    speedup, spread = round_ratios(times, "stock", "ours")
     row.update(stock_ms=statistics.median(times["stock"]), ours_ms=statistics.median(times["ours"]),
-               speedup=statistics.median(ratios), spread=[ratios[0], ratios[-1]])
+               speedup=speedup, spread=spread)
+    if hub is not None:
+        stock_over_hub, stock_over_hub_spread = round_ratios(times, "stock", "hub")
+        hub_over_ours, hub_over_ours_spread = round_ratios(times, "hub", "ours")
+        row.update(hub_ms=statistics.median(times["hub"]), stock_over_hub=stock_over_hub,
+                   stock_over_hub_spread=stock_over_hub_spread, hub_over_ours=hub_over_ours,
+                   hub_over_ours_spread=hub_over_ours_spread)
     if args.profile:
         gpu = {name: kernel_ms(step) for name, step in steps.items()}
         row.update(gpu_ms_stock=gpu["stock"], gpu_ms_ours=gpu["ours"],
                    device_speedup=gpu["stock"] / gpu["ours"] if gpu["ours"] else None)
+        if hub is not None:
+            row["gpu_ms_hub"] = gpu["hub"]
         if not mode.startswith("compiled"):
             a_stock, a_ours = attention_ms(model, family, mode, arguments, dtype)
             ceiling = row["stock_ms"] / max(row["stock_ms"] - a_stock + a_ours, 1e-9)
             row.update(attn_ms_stock=a_stock, attn_ms_ours=a_ours,
                        attn_share=a_stock / gpu["stock"] if gpu["stock"] else None,
                        ceiling=ceiling, target=1 + 0.8 * (ceiling - 1))
-    del steps, wired
+    del steps, wired, hub
     torch._dynamo.reset()
     return row
 
 
-def environment() -> dict:
+def environment(hub_build: Path | None = None) -> dict:
     import transformers
     import triton
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "triton": triton.__version__,
-            "transformers": transformers.__version__,
-            "gpu": torch.cuda.get_device_name(), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+    found = {"python": platform.python_version(), "torch": torch.__version__,
+             "cuda": torch.version.cuda, "triton": triton.__version__,
+             "transformers": transformers.__version__,
+             "gpu": torch.cuda.get_device_name(), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if hub_build is not None:
+        import kernels
+        from transformers.utils.import_utils import is_kernels_available
+
+        # build_msda.py's provenance (source commit, flags) sits in its OUT folder
+        info = (hub_build.parents[3] / "build.json"
+                if hub_build.parent.match(str(HUB_SNAPSHOTS)) else None)
+        found.update(kernels=kernels.__version__, hub_build=str(hub_build),
+                     hub_build_info=json.loads(info.read_text()) if info and info.is_file()
+                     else None, transformers_takes_kernels=is_kernels_available())
+    return found
+
+
+def hub_cells(row) -> str:
+    """The Hub columns' cells: its time and both ratios with their rounds' spread, or why not."""
+    if "hub_ms" not in row:
+        return f" {row.get('hub', 'not run')} | | |"
+    ratios = [f" {row[name]:.2f}x ({row[name + '_spread'][0]:.2f}-{row[name + '_spread'][1]:.2f}) |"
+              for name in ("stock_over_hub", "hub_over_ours")]
+    return f" {row['hub_ms']:.2f} |" + "".join(ratios)
 
 
 def table(rows) -> str:
-    """The markdown table docs/performance.md carries ("Whole detectors")."""
-    lines = ["| family | mode | batch | dtype | stock ms | ours ms | stock/ours (rounds' spread) | "
-             "device ms, stock -> ours | device stock/ours | attention ms, stock -> ours | "
-             "attention share | ceiling | verdict |",
-             "|" + "---|" * 13]
+    """The markdown table docs/performance.md carries ("Whole detectors"), with the Hub columns
+    where the run had ``--hub-build``."""
+    hub = any("hub" in row for row in rows)
+    header = ("| family | mode | batch | dtype | stock ms | ours ms | "
+              "stock/ours (rounds' spread) | device ms, stock -> ours | device stock/ours | "
+              "attention ms, stock -> ours | attention share | ceiling | verdict |")
+    columns = 13
+    if hub:
+        header += " hub ms | stock/hub (spread) | hub/ours (spread) |"
+        columns += 3
+    lines = [header, "|" + "---|" * columns]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['family']} | {row['mode']} | {row['batch']} | {row['dtype']} | "
-                         f"failed: {row['error'][:80]} |||||||||")
+                         f"failed: {row['error'][:80]} |" + "|" * (columns - 5))
             continue
         share, ceiling = row.get("attn_share"), row.get("ceiling")
         low, high = row.get("spread") or (row["speedup"], row["speedup"])
@@ -236,7 +408,8 @@ def table(rows) -> str:
             f"({low:.2f}-{high:.2f}) | {device} | "
             f"{'' if device_ratio is None else f'{device_ratio:.2f}x'} | {attention} | "
             f"{'' if share is None else f'{share:.0%}'} | "
-            f"{'' if ceiling is None else f'{ceiling:.2f}x'} | {verdict} |")
+            f"{'' if ceiling is None else f'{ceiling:.2f}x'} | {verdict} |"
+            + (hub_cells(row) if hub else ""))
     return "\n".join(lines)
 
 
@@ -257,11 +430,18 @@ def main(argv=None):
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="seconds; rows left when it runs out are listed as not measured")
+    parser.add_argument("--hub-build", type=hub_build_folder, default=None, metavar="DIR",
+                        help="time kernels-community's deformable-detr, kernelized from this "
+                             "local build (benchmarks/hub/build_msda.py's OUT), beside ours")
     args = parser.parse_args(argv)
     if args.table:
         print(table(json.loads(args.out.read_text())["rows"]))
         return
-    report = {"environment": environment(), "arguments": vars(args) | {"out": str(args.out)},
+    # without --hub-build, the report is what it was before the option
+    arguments = {name: value for name, value in vars(args).items()
+                 if name != "hub_build" or value is not None}
+    report = {"environment": environment(args.hub_build),
+              "arguments": arguments | {"out": str(args.out)},
               "rows": [], "not_measured": []}
     started = time.monotonic()
     for family in args.families:
