@@ -30,7 +30,11 @@
 #     conformance matrix (gathered with the build's provenance into
 #     hub_ms_deform_attn_local_build.json: the evidence for benchmarks/results/), and the
 #     Triton-vs-Hub benchmark rows (bench_ms_deform_attn_hub.json). HUB_STEPS (default
-#     "tests matrix bench") picks which of the last three run after the install and build.
+#     "tests matrix bench") picks which of those run after the install and build; the step
+#     `detectors` (not in the default) runs bench_detectors.py with the Hub column
+#     (--hub-build: a third copy per row kernelized from the build, docs/detectors.md, "Speed";
+#     DETECTORS_ARGS: more options, as in bench-detectors) into bench_detectors_hub.json, e.g.
+#     HUB_STEPS=detectors DETECTORS_ARGS="--families rt_detr --batches 8 --dtypes fp32".
 #     Carry .whl and .peers/kernels-community with the checkout.
 #   sweep-unpack: bench_unpack.py at 4096x4096, one process per kernel configuration: tile bytes
 #     (SWEEP_TILES, default "16384 8192 32768") x warps (SWEEP_WARPS, default "8 4") x bfloat16
@@ -271,6 +275,9 @@ triton.__version__, time.strftime('%Y-%m-%d'))")" --out "$OUT/traced_on_cuda.tom
         [[ $steps == *" bench "* ]] && run hub-bench 300 \
             python3 benchmarks/bench/bench_ms_deform_attn.py "$OUT/bench_ms_deform_attn_hub.json" \
             --skip-host-path
+        [[ $steps == *" detectors "* ]] && run hub-detectors 420 \
+            python3 benchmarks/bench/bench_detectors.py "$OUT/bench_detectors_hub.json" \
+            --hub-build "$hub_build" ${DETECTORS_ARGS:-}
         unset HF_HUB_OFFLINE HF_HUB_CACHE LIBREYOLO_HUB_LOCAL_BUILD
         rm -rf "$hub_build" ;;
     bench-msda-det)
