@@ -8,9 +8,11 @@ check, and a forward kernelize left stock is refused rather than timed as "hub"
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
+import types
 
 import pytest
 
@@ -20,7 +22,7 @@ constants = pytest.importorskip("huggingface_hub.constants")
 
 from benchmarks.bench import bench_detectors  # noqa: E402
 from conformance.evidence.hub_cache import local_revision, write_variant  # noqa: E402
-from tests.integrations.detectors import FAMILIES, build  # noqa: E402
+from tests.integrations.detectors import FAMILIES, build, inputs  # noqa: E402
 
 CLASSIC = [name for name, family in FAMILIES.items()
            if family.core.endswith(":MultiScaleDeformableAttention")]
@@ -182,3 +184,58 @@ def test_the_ratios_are_the_median_of_the_rounds():
     times = {"stock": [10.0, 12.0, 9.0], "hub": [5.0, 4.0, 4.5]}
     assert bench_detectors.round_ratios(times, "stock", "hub") == (2.0, [2.0, 3.0])
 
+
+
+@pytest.fixture
+def cpu_rows(monkeypatch):
+    """measure_row on CPU: the small families, their inputs on CPU, the Hub layer mapped on
+    "cpu", and rounds that record which steps took turns (stock 10 ms, ours 8, hub 9)."""
+    monkeypatch.setattr(bench_detectors, "DETECTOR_FAMILIES", FAMILIES)
+    monkeypatch.setattr(bench_detectors, "inputs", lambda family, batch, device, seed:
+                        inputs(family, batch, "cpu", seed))
+    monkeypatch.setattr(bench_detectors, "hub_copy",
+                        functools.partial(bench_detectors.hub_copy, device="cpu"))
+    turns = []
+
+    def interleaved_ms(steps, rounds, iters, warmup):
+        turns.append(list(steps))
+        return {name: [{"stock": 10.0, "ours": 8.0, "hub": 9.0}[name]] * rounds
+                for name in steps}
+
+    monkeypatch.setattr(bench_detectors, "interleaved_ms", interleaved_ms)
+
+    def row(name, hub_build, mode="eager-infer"):
+        args = types.SimpleNamespace(hub_build=hub_build, rounds=3, iters=1, warmup=0,
+                                     profile=False)
+        model, _ = build(FAMILIES[name])
+        return bench_detectors.measure_row(model, name, mode, 1, "fp32", args), turns
+    return row
+
+
+def test_the_hub_copy_takes_its_turn_in_the_same_rounds(cpu_rows, tmp_path):
+    row, turns = cpu_rows("rt_detr", bench_detectors.hub_build_folder(str(stand_in(tmp_path))))
+    assert turns == [["stock", "ours", "hub"]]
+    assert row["hub"] == "timed" and row["hub_ms"] == 9.0, row
+    assert row["stock_over_hub"] == pytest.approx(10 / 9) and row["hub_over_ours"] == 9 / 8
+
+
+@pytest.mark.parametrize("name, layers, verdict", [
+    ("d_fine", None, "no Hub kernel: "),
+    ("rt_detr", "raise ImportError('no such op')", "failed: ImportError: no such op"),
+], ids=["no-hub-kernel", "failed"])
+def test_a_row_the_hub_kernel_does_not_serve_still_times_stock_and_ours(
+        cpu_rows, tmp_path, name, layers, verdict):
+    out = stand_in(tmp_path)
+    if layers is not None:
+        for path in out.rglob("layers.py"):
+            path.resolve().write_text(layers)
+    row, turns = cpu_rows(name, bench_detectors.hub_build_folder(str(out)))
+    assert turns == [["stock", "ours"]]
+    assert row["hub"].startswith(verdict), row
+    assert row["speedup"] == 10 / 8 and "hub_ms" not in row, row
+
+
+def test_without_the_option_a_row_has_no_hub_field(cpu_rows):
+    row, turns = cpu_rows("rt_detr", None)
+    assert turns == [["stock", "ours"]]
+    assert not [key for key in row if key.startswith("hub")], row
