@@ -4,9 +4,11 @@ supports.
 
 JUNIT.xml is that run's ``--junitxml``; RUN names it (card, torch, triton, date). An
 implementation is listed when its traced test passed (the test records ``slot/name`` as the
-``traced`` property) and, for a slot the reduce-overhead test covers, that test passed too (the
-``replayed`` property). A failed, skipped or missing test lists nothing: the list only grows from
-a passing run. Standard library only, like the tables.
+``traced`` property), its inductor-compiled test passed (``compiled``: a traced graph can hold the
+kernels and still round differently once inductor fuses the torch ops around them) and, for a
+slot the reduce-overhead test covers, that test passed too (the ``replayed`` property). A failed,
+skipped or missing test lists nothing: the list only grows from a passing run. Standard library
+only, like the tables.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _properties(case: ElementTree.Element) -> dict[str, str]:
 
 def validated(junit: ElementTree.Element) -> list[str]:
     """``slot/name`` of each implementation the run validated, sorted."""
-    traced, replay_tested, replayed = set(), set(), set()
+    traced, compiled, replay_tested, replayed = set(), set(), set(), set()
     for case in junit.iter("testcase"):
         name = case.get("name", "")
         props = _properties(case)
@@ -42,7 +44,9 @@ def validated(junit: ElementTree.Element) -> list[str]:
                 replayed.add(props["replayed"])
         elif _passed(case) and "traced" in props:
             traced.add(props["traced"])
-    return sorted(entry for entry in traced
+        elif _passed(case) and "compiled" in props:
+            compiled.add(props["compiled"])
+    return sorted(entry for entry in traced & compiled
                   if entry.split("/")[0] not in replay_tested or entry.split("/")[0] in replayed)
 
 

@@ -2,8 +2,9 @@
 registry Python per call (``libreyolo.kernels.traced``). For every slot whose eager call runs an
 in-tree traceable implementation, the compiled graph holds no ``libreyolo`` operator after
 AOTAutograd, only that implementation's launches, and the compiled call gives the eager bits
-forward and backward (``test_operators.py`` checks the bits for every slot); under
-``reduce-overhead`` it replays in a CUDA graph with the same bits."""
+forward and backward, traced alone and compiled by inductor (``test_operators.py`` checks the
+bits for every listed slot); under ``reduce-overhead`` it replays in a CUDA graph with the same
+bits."""
 
 from __future__ import annotations
 
@@ -75,6 +76,26 @@ def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name, record_prop
             assert torch.equal(got, want)
     # what a passing run validates, for benchmarks/rendering/traced_list.py
     record_property("traced", f"{name}/{impl.name}")
+
+
+@pytest.mark.parametrize("name", TRACEABLE)
+def test_inductor_compiles_the_traced_implementation_to_the_eager_bits(name, record_property):
+    """Inductor, not only AOTAutograd: a traced implementation's torch ops around its kernels are
+    inductor's to fuse, and a fused epilogue can round differently from eager (on an H200,
+    2026-12-07, both scaled_mm ``fp8_gemm`` slots and ``fp8_perchannel_epilogue`` did)."""
+    impl = _eager_choice(name)
+    if impl is None or not impl.traceable:
+        pytest.skip(f"{name}: eager runs {impl and impl.name}, not a traceable implementation")
+    with repeatable(name, "cuda"):
+        torch._dynamo.reset()
+        eager = _run(_call(name), name, "cuda")
+        compiled = _run(torch.compile(_call(name), fullgraph=True), name, "cuda")
+    assert traced.decisions().get(name) == f"traced: {impl.name}", traced.decisions()
+    for got, want in zip(compiled, eager, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert torch.equal(got, want)
+    record_property("compiled", f"{name}/{impl.name}")
 
 
 @pytest.mark.parametrize("name", ["ms_deform_attn", "ms_deform_attn_ragged", "fake_quant_fp8"])
