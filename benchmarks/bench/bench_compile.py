@@ -39,6 +39,7 @@ import json
 import platform
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -374,40 +375,51 @@ def main(argv=None) -> None:
     if args.any_device:
         engage_fp8_policy_anywhere()
     gen = torch.Generator().manual_seed(0)
-    rows = []
+    meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+            "python": platform.python_version(), "fp8_policy_forced": args.any_device}
+    rows, floors, mlp, floor = [], [], [], []  # floors: each slot's, on its first case
+    started = time.monotonic()
+
+    def keep(kept: list, row: dict) -> None:
+        """``row`` into ``kept``, said on stderr and written to OUT at once: a run cut short
+        (a device call's time limit) still returns every row it measured."""
+        kept.append(row)
+        print(f"[{time.monotonic() - started:.0f} s] {row.get('slot', row.get('row', ''))} "
+              f"{row.get('case', '')} {'fwd+bwd' if row.get('backward') else 'fwd'}",
+              file=sys.stderr, flush=True)
+        Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows, "mlp": mlp,
+                                              "floor": floor, "slot_floors": floors}, indent=1,
+                                             default=str) + "\n")
+
     msda = MSDA_ROWS[:3] if args.quick else MSDA_ROWS
-    floors = []  # each slot's floor, on the first case the slot is measured on
     for slot, case in msda:
         inputs, kwargs = msda_inputs(slot, case)
         for backward in (False, True):
-            rows.append({"slot": slot, "case": case, **measure(
+            keep(rows, {"slot": slot, "case": case, **measure(
                 f"{slot} {case}", call_of(slot), inputs, kwargs, args.rounds, backward)})
             if all(f["slot"] != slot or f["backward"] != backward for f in floors):
-                floors.append(slot_floor_rows(slot, case, inputs, kwargs, args.rounds,
-                                              backward))
+                keep(floors, slot_floor_rows(slot, case, inputs, kwargs, args.rounds,
+                                             backward))
     fake_quant = FAKE_QUANT[:2] if args.quick else FAKE_QUANT
     for slot, _ in fake_quant:
         for rows_, cols in SIZES if slot not in ("fake_quant_fp8", "fake_quant_int8_per_channel") \
                 else (SIZES[0] if slot == "fake_quant_fp8" else SIZES[1],):
             inputs, kwargs = fake_quant_inputs(slot, rows_, cols, gen)
             for backward in (False, True):
-                rows.append({"slot": slot, "case": f"{rows_}x{cols} bf16", **measure(
+                keep(rows, {"slot": slot, "case": f"{rows_}x{cols} bf16", **measure(
                     f"{slot} {rows_}x{cols}", call_of(slot), inputs, kwargs, args.rounds,
                     backward)})
             if all(f["slot"] != slot for f in floors):  # the forward: fake quant's host time
-                floors.append(slot_floor_rows(slot, f"{rows_}x{cols} bf16", inputs, kwargs,
-                                              args.rounds, False))
+                keep(floors, slot_floor_rows(slot, f"{rows_}x{cols} bf16", inputs, kwargs,
+                                             args.rounds, False))
     for slot in ("fake_quant_fp8", "fake_quant_mxfp8_dynamic"):
-        rows.append({"slot": slot, "case": "dynamic=True", "compiles": recompiles(
+        keep(rows, {"slot": slot, "case": "dynamic=True", "compiles": recompiles(
             call_of(slot), lambda n, s=slot: fake_quant_inputs(s, n, 1024, gen),
             DYNAMIC_ROWS), "sizes": list(DYNAMIC_ROWS)})
-    mlp = mlp_rows(args.rounds)
-    floor = floor_rows(args.rounds)
-    meta = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-            "python": platform.python_version(), "fp8_policy_forced": args.any_device}
-    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows, "mlp": mlp,
-                                          "floor": floor, "slot_floors": floors}, indent=1,
-                                         default=str) + "\n")
+    for row in mlp_rows(args.rounds):
+        keep(mlp, row)
+    for row in floor_rows(args.rounds):
+        keep(floor, row)
     print("| row | fwd/bwd | same bits | eager µs | compiled µs | compiled/eager | host µs eager"
           " / compiled | graph ms | reduce-overhead ms | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
