@@ -95,24 +95,35 @@ def _run(fn, name, device):
     return [_bits(o) for o in outs] + [None if g is None else _bits(g) for g in grads]
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", [slot.name for slot in SLOTS])
-def test_a_compiled_call_gives_the_eager_bits_forward_and_backward(name, device):
+def slot_call(name):
+    """Slot ``name`` as a caller calls it: the slot's result, else (None) its portable path's."""
     portable = CATALOGUE[name].slot.load_portable()
 
-    def call(*args, **kwargs):  # as a caller does: the slot, else (None) its portable path
+    def call(*args, **kwargs):
         out = getattr(ops, name)(*args, **kwargs)
         return portable(*args, **kwargs) if out is None else out
 
-    with repeatable(name, device):
-        eager = _run(call, name, device)
-        torch._dynamo.reset()
-        compiled = _run(torch.compile(call, fullgraph=True), name, device)
+    return call
+
+
+def assert_eager_bits(compiled, eager):
+    """Two ``_run``s alike: every output and gradient bit for bit, the absent ones absent."""
     assert len(compiled) == len(eager)
     for got, want in zip(compiled, eager, strict=True):
         assert (got is None) == (want is None)
         if want is not None:
             assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", [slot.name for slot in SLOTS])
+def test_a_compiled_call_gives_the_eager_bits_forward_and_backward(name, device):
+    call = slot_call(name)
+    with repeatable(name, device):
+        eager = _run(call, name, device)
+        torch._dynamo.reset()
+        compiled = _run(torch.compile(call, fullgraph=True), name, device)
+    assert_eager_bits(compiled, eager)
 
 
 def test_a_compiled_graph_holds_the_operator_not_the_reference():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_operators import _run, repeatable, slot_inputs
+from test_operators import _run, assert_eager_bits, repeatable, slot_call, slot_inputs
 
-from libreyolo.kernels import SLOTS, ops, registry, traced
+from libreyolo.kernels import SLOTS, registry, traced
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
@@ -29,30 +29,23 @@ def every_traceable_implementation_traced(monkeypatch):
     monkeypatch.setattr(traced, "validated", lambda: everything)
 
 
-def _eager_choice(name: str) -> registry.Implementation | None:
+def _traceable_eager_choice(name: str) -> registry.Implementation:
+    """The implementation an eager call of the slot's case runs; the test skips unless it is
+    traceable."""
     args, kwargs = slot_inputs(name, "cuda")
     choice = registry.choose(name, args, kwargs)
-    return None if choice is None else choice.impl
+    impl = None if choice is None else choice.impl
+    if impl is None or not impl.traceable:
+        pytest.skip(f"{name}: eager runs {impl and impl.name}, not a traceable implementation")
+    return impl
 
 
 TRACEABLE = [slot.name for slot in SLOTS]
 
 
-def _call(name):
-    portable = registry.get_slot(name).load_portable()
-
-    def call(*args, **kwargs):
-        out = getattr(ops, name)(*args, **kwargs)
-        return portable(*args, **kwargs) if out is None else out
-
-    return call
-
-
 @pytest.mark.parametrize("name", TRACEABLE)
 def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name, record_property):
-    impl = _eager_choice(name)
-    if impl is None or not impl.traceable:
-        pytest.skip(f"{name}: eager runs {impl and impl.name}, not a traceable implementation")
+    impl = _traceable_eager_choice(name)
     graphs = []
 
     def inner(gm, example_inputs):
@@ -63,17 +56,14 @@ def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name, record_prop
 
     with repeatable(name, "cuda"):
         torch._dynamo.reset()
-        eager = _run(_call(name), name, "cuda")
-        compiled = _run(torch.compile(_call(name), fullgraph=True,
+        eager = _run(slot_call(name), name, "cuda")
+        compiled = _run(torch.compile(slot_call(name), fullgraph=True,
                                       backend=aot_autograd(fw_compiler=inner,
                                                            bw_compiler=inner)), name, "cuda")
     assert traced.decisions().get(name) == f"traced: {impl.name}", traced.decisions()
     targets = {str(n.target) for gm in graphs for n in gm.graph.nodes if n.op == "call_function"}
     assert not {t for t in targets if t.startswith("libreyolo.")}, targets
-    for got, want in zip(compiled, eager, strict=True):
-        assert (got is None) == (want is None)
-        if want is not None:
-            assert torch.equal(got, want)
+    assert_eager_bits(compiled, eager)
     # what a passing run validates, for benchmarks/rendering/traced_list.py
     record_property("traced", f"{name}/{impl.name}")
 
@@ -81,20 +71,15 @@ def test_a_compiled_call_is_traced_to_the_kernel_eager_selects(name, record_prop
 @pytest.mark.parametrize("name", TRACEABLE)
 def test_inductor_compiles_the_traced_implementation_to_the_eager_bits(name, record_property):
     """Inductor, not only AOTAutograd: a traced implementation's torch ops around its kernels are
-    inductor's to fuse, and a fused epilogue can round differently from eager (on an H200,
-    2026-12-07, both scaled_mm ``fp8_gemm`` slots and ``fp8_perchannel_epilogue`` did)."""
-    impl = _eager_choice(name)
-    if impl is None or not impl.traceable:
-        pytest.skip(f"{name}: eager runs {impl and impl.name}, not a traceable implementation")
+    inductor's to fuse, and a fused epilogue can round differently from eager (it did for the FP8
+    GEMM slots: benchmarks/NOTES.md)."""
+    impl = _traceable_eager_choice(name)
     with repeatable(name, "cuda"):
         torch._dynamo.reset()
-        eager = _run(_call(name), name, "cuda")
-        compiled = _run(torch.compile(_call(name), fullgraph=True), name, "cuda")
+        eager = _run(slot_call(name), name, "cuda")
+        compiled = _run(torch.compile(slot_call(name), fullgraph=True), name, "cuda")
     assert traced.decisions().get(name) == f"traced: {impl.name}", traced.decisions()
-    for got, want in zip(compiled, eager, strict=True):
-        assert (got is None) == (want is None)
-        if want is not None:
-            assert torch.equal(got, want)
+    assert_eager_bits(compiled, eager)
     record_property("compiled", f"{name}/{impl.name}")
 
 
@@ -105,13 +90,11 @@ def test_reduce_overhead_replays_the_traced_kernels_with_the_eager_bits(name, re
     with repeatable(name, "cuda"):
         torch._dynamo.reset()
         counters.clear()
-        eager = _run(_call(name), name, "cuda")
-        compiled_call = torch.compile(_call(name), mode="reduce-overhead", fullgraph=True)
+        eager = _run(slot_call(name), name, "cuda")
+        compiled_call = torch.compile(slot_call(name), mode="reduce-overhead", fullgraph=True)
         for _ in range(3):  # recorded, then replayed
             compiled = _run(compiled_call, name, "cuda")
     assert traced.decisions().get(name, "").startswith("traced:"), traced.decisions()
     assert not counters["inductor"]["cudagraph_skips"], "the graph was not run as a CUDA graph"
-    for got, want in zip(compiled, eager, strict=True):
-        if want is not None:
-            assert torch.equal(got, want)
+    assert_eager_bits(compiled, eager)
     record_property("replayed", name)
