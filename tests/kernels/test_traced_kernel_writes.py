@@ -26,15 +26,6 @@ from libreyolo.kernels.providers import IN_TREE
 triton = pytest.importorskip("triton")
 kernel_wrap = pytest.importorskip("torch._higher_order_ops.triton_kernel_wrap")
 
-#: The helpers' results address the backward's value gradient and the forward's output, and each
-#: helper is a call in the TTIR torch walks: torch counts every pointer given to such a helper as
-#: written (the locations, weights, level sizes, output gradient, value).
-_HELPERS_TAINT_INPUTS = pytest.mark.xfail(
-    strict=True, reason="MSDA kernels compute store addresses from helpers given read-only "
-    "pointers (_channel_block, _sample_point, _level_size, _grad_out_tile, _nearest_pixel): "
-    "torch's analysis counts those inputs written")
-_KNOWN = {"ms_deform_attn": _HELPERS_TAINT_INPUTS, "ms_deform_attn_ragged": _HELPERS_TAINT_INPUTS}
-
 TRACEABLE = [(op, impl.name) for op in registry._impls for impl in registry.registered(op)
              if impl.traceable and impl.origin == IN_TREE]
 
@@ -85,9 +76,7 @@ def _written(kernel, arguments: dict) -> set[str]:
     return set(kernel_wrap.identify_mutated_tensors(kernel, dict(arguments), {}))
 
 
-@pytest.mark.parametrize(("op", "name"), [
-    pytest.param(op, name, marks=_KNOWN.get(op, ()), id=f"{op}/{name}")
-    for op, name in TRACEABLE])
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
 def test_a_traced_launch_writes_no_tensor_the_slot_was_given(op, name, monkeypatch):
     impl = next(i for i in registry.registered(op) if i.name == name)
     recorded = []

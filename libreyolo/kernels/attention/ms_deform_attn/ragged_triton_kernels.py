@@ -27,7 +27,7 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
     _ZEROING,
     _bilinear_accumulate,
     _bilinear_point_backward,
-    _channel_block,
+    _channels,
     _corner_offsets,
     _grad_out_tile,
     _level_size,
@@ -73,10 +73,17 @@ def _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start, len_in, ro
     u = tl.load(loc_ptr + 2 * p_offset, mask=q_mask, other=0.0).to(tl.float32)
     v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
+    offset, inside = _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask,
+                                     DTYPE)
+    return offset, inside, weight
+
+
+@triton.jit
+def _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask, DTYPE: tl.constexpr):
+    """The row offset of location (u, v)'s pixel (float32), and where it exists."""
     x = _nearest_axis(u, width, DTYPE)
     y = _nearest_axis(v, height, DTYPE)
-    offset, inside = _corner_offsets(x, y, height, width, start, len_in, row_stride, q_mask)
-    return offset, inside, weight
+    return _corner_offsets(x, y, height, width, start, len_in, row_stride, q_mask)
 
 
 @triton.jit(do_not_specialize=_SIZES + _ZEROING)
@@ -95,7 +102,8 @@ def ms_deform_attn_ragged_fwd_kernel(
     if ZERO_GRAD_VALUE:
         zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
     q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
-    c, c_mask, v_base = _channel_block(value_ptr, head_offset, C, BLOCK_C)
+    c, c_mask = _channels(tl.program_id(2) * BLOCK_C, C, BLOCK_C)
+    v_base = value_ptr + head_offset + c[None, :]
     acc = tl.zeros((BLOCK_Q, BLOCK_C), dtype=tl.float32)
     MASK: tl.constexpr = (1 << COUNT_BITS) - 1
     start = 0
@@ -130,11 +138,17 @@ def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     d/d v_pixel += weight * g; no location gradient (the pixel is a step function of the
     location, as the portable path's floor). The value gradient: ``add_value_gradient``."""
     scale = fixed_point_scale(grad_value_ptr)  # deterministic_kernels: unused for float32
-    offset, inside, weight = _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start,
-                                            len_in, row_stride, q_mask, DTYPE)
+    # loaded here, not by _nearest_pixel: the pixel addresses the value gradient
+    # (triton_kernels' module doc)
+    u = tl.load(loc_ptr + 2 * p_offset, mask=q_mask, other=0.0).to(tl.float32)
+    v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
+    weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
+    offset, inside = _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask,
+                                     DTYPE)
     grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
-        c, c_mask, g = _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C, BLOCK_C)
+        c, c_mask = _channels(c0, C, BLOCK_C)
+        g = _grad_out_tile(grad_out_ptr, g_rows, c, c_mask, q_mask)
         m = inside[:, None] & c_mask[None, :]
         pixel = tl.load(value_ptr + head_offset + c[None, :] + offset[:, None], mask=m,
                         other=0.0).to(tl.float32)
@@ -160,7 +174,10 @@ def ms_deform_attn_ragged_bwd_kernel(
     MASK: tl.constexpr = (1 << COUNT_BITS) - 1
     start = 0
     for level in tl.static_range(LEVELS):
-        height, width = _level_size(shapes_ptr, level)
+        # loaded here, not by _level_size: the sizes address the value gradient
+        # (triton_kernels' module doc)
+        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
         for point in tl.static_range(COUNTS >> COUNT_BITS * level & MASK):
             p_offset = qh * TOTAL + (FIRSTS >> COUNT_BITS * level & MASK) + point
             if DISCRETE:

@@ -9,6 +9,12 @@ there, so the host never reads the device tensor (no sync; CUDA-graph capturable
 
 Arithmetic is float32 whatever the input dtype. Pixel coordinates follow ``grid_sample`` with
 ``align_corners=False``: ``x = u * W - 0.5``; corners outside the level read zero.
+
+Torch's ``wrap_triton`` (a compiled graph launching these kernels) finds which tensors a kernel
+writes from its TTIR, where each helper is a call: a call result that feeds a store's address
+counts every pointer given to that call as written. So a helper whose results address a store
+takes no pointer, and what a backward loads to address its value gradient (level sizes,
+locations) it loads itself.
 """
 
 import triton
@@ -40,12 +46,11 @@ def _query_block(len_in, len_q, heads, C: tl.constexpr, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
-def _channel_block(value_ptr, head_offset, C: tl.constexpr, BLOCK_C: tl.constexpr):
-    """The channels a forward program takes (program id 2), which exist, and their pointers in
-    the value rows of the program's (batch, head): both forwards tile channels alike."""
-    c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_mask = c < C
-    return c, c_mask, value_ptr + head_offset + c[None, :]
+def _channels(c0, C: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Channels ``c0`` to ``c0 + BLOCK_C`` and which exist: a forward program's (``c0`` from
+    program id 2) and each backward step's tile, here and in ``ragged_triton_kernels``."""
+    c = c0 + tl.arange(0, BLOCK_C)
+    return c, c < C
 
 
 @triton.jit
@@ -74,6 +79,14 @@ def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
     u = tl.load(loc_ptr + 2 * lp_offset, mask=q_mask, other=0.0).to(tl.float32)
     v = tl.load(loc_ptr + 2 * lp_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + lp_offset, mask=q_mask, other=0.0).to(tl.float32)
+    x0, y0, fx, fy = _corner(u, v, height, width)
+    return x0, y0, fx, fy, weight
+
+
+@triton.jit
+def _corner(u, v, height, width):
+    """The top-left corner (x0, y0) of location (u, v) (float32) on a level, and the location's
+    fractions (fx, fy) past it."""
     # A non-finite coordinate (NaN fails every comparison) moves a whole level outside, where
     # it reads zero with a zero gradient: the portable core's rule, made explicit because the
     # interpreter's maximum propagates NaN where the GPU's drops it.
@@ -85,7 +98,7 @@ def _sample_point(loc_ptr, attn_ptr, lp_offset, height, width, q_mask):
     y = tl.minimum(tl.maximum(v * height.to(tl.float32) - 0.5, -2.0), height.to(tl.float32) + 1.0)
     x0f = tl.floor(x)
     y0f = tl.floor(y)
-    return x0f.to(tl.int32), y0f.to(tl.int32), x - x0f, y - y0f, weight
+    return x0f.to(tl.int32), y0f.to(tl.int32), x - x0f, y - y0f
 
 
 @triton.jit
@@ -108,15 +121,11 @@ def _bilinear_accumulate(acc, v_base, loc_ptr, attn_ptr, p_offset, height, width
 
 
 @triton.jit
-def _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Channels ``c0`` to ``c0 + BLOCK_C`` of the output gradient's rows ``g_rows``, in float32,
-    with those channels and which exist: the tile each backward point step loops over (here and
-    in ``ragged_triton_kernels``)."""
-    c = c0 + tl.arange(0, BLOCK_C)
-    c_mask = c < C
-    g = tl.load(grad_out_ptr + g_rows + c[None, :], mask=q_mask[:, None] & c_mask[None, :],
-                other=0.0).to(tl.float32)
-    return c, c_mask, g
+def _grad_out_tile(grad_out_ptr, g_rows, c, c_mask, q_mask):
+    """Channels ``c`` (``_channels``) of the output gradient's rows ``g_rows``, in float32: the
+    tile each backward point step loops over (here and in ``ragged_triton_kernels``)."""
+    return tl.load(grad_out_ptr + g_rows + c[None, :], mask=q_mask[:, None] & c_mask[None, :],
+                   other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -161,7 +170,8 @@ def ms_deform_attn_fwd_kernel(
     if ZERO_GRAD_VALUE:
         zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
     q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
-    c, c_mask, v_base = _channel_block(value_ptr, head_offset, C, BLOCK_C)
+    c, c_mask = _channels(tl.program_id(2) * BLOCK_C, C, BLOCK_C)
+    v_base = value_ptr + head_offset + c[None, :]
     acc = tl.zeros((BLOCK_Q, BLOCK_C), dtype=tl.float32)
     start = 0
     for level in tl.static_range(LEVELS):
@@ -200,35 +210,40 @@ def ms_deform_attn_bwd_kernel(
         level = tl.program_id(2)
         start = 0
         for earlier in tl.static_range(LEVELS - 1):  # this level's first row
-            height, width = _level_size(shapes_ptr, earlier)
+            height = tl.load(shapes_ptr + 2 * earlier).to(tl.int32)  # loaded here (module doc)
+            width = tl.load(shapes_ptr + 2 * earlier + 1).to(tl.int32)
             start += tl.where(earlier < level, height * width, 0)
-        _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
-                        grad_loc_ptr, grad_attn_ptr, len_in, level, start, qh, q_mask, g_rows,
-                        head_offset, row_stride, C, LEVELS, POINTS, BLOCK_Q, BLOCK_C)
+        height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+        width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+        _backward_level(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                        grad_loc_ptr, grad_attn_ptr, len_in, level, height, width, start, qh,
+                        q_mask, g_rows, head_offset, row_stride, C, LEVELS, POINTS, BLOCK_Q,
+                        BLOCK_C)
     else:
         start = 0
         for level in tl.static_range(LEVELS):
-            start = _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr,
-                                    grad_value_ptr, grad_loc_ptr, grad_attn_ptr, len_in, level,
-                                    start, qh, q_mask, g_rows, head_offset, row_stride, C,
-                                    LEVELS, POINTS, BLOCK_Q, BLOCK_C)
+            height = tl.load(shapes_ptr + 2 * level).to(tl.int32)
+            width = tl.load(shapes_ptr + 2 * level + 1).to(tl.int32)
+            _backward_level(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
+                            grad_loc_ptr, grad_attn_ptr, len_in, level, height, width, start,
+                            qh, q_mask, g_rows, head_offset, row_stride, C, LEVELS, POINTS,
+                            BLOCK_Q, BLOCK_C)
+            start += height * width
 
 
 @triton.jit
-def _backward_level(value_ptr, shapes_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
-                    grad_loc_ptr, grad_attn_ptr, len_in, level, start, qh, q_mask, g_rows,
+def _backward_level(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr, grad_loc_ptr,
+                    grad_attn_ptr, len_in, level, height, width, start, qh, q_mask, g_rows,
                     head_offset, row_stride, C: tl.constexpr, LEVELS: tl.constexpr,
                     POINTS: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr):
     """The backward of one level's points for a block of queries of one (batch, head), the
-    level's rows starting at ``start``; returns where the next level's rows start."""
-    height, width = _level_size(shapes_ptr, level)
+    level (``height`` x ``width``) rows starting at ``start``."""
     for point in tl.static_range(POINTS):
         lp_offset = qh * (LEVELS * POINTS) + level * POINTS + point
         _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
                                  grad_loc_ptr, grad_attn_ptr, head_offset, g_rows, lp_offset,
                                  height, width, start, len_in, row_stride, q_mask, C, BLOCK_Q,
                                  BLOCK_C)
-    return start + height * width
 
 
 @triton.jit
@@ -241,7 +256,11 @@ def _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     complete over the channels, stored at ``p_offset``; the value gradient by float32 atomic
     adds, or int64 fixed-point ones when it is the deterministic backward's accumulator."""
     scale = fixed_point_scale(grad_value_ptr)  # deterministic_kernels: unused for float32
-    x0, y0, fx, fy, weight = _sample_point(loc_ptr, attn_ptr, p_offset, height, width, q_mask)
+    # loaded here, not by _sample_point: the corners address the value gradient (module doc)
+    u = tl.load(loc_ptr + 2 * p_offset, mask=q_mask, other=0.0).to(tl.float32)
+    v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
+    weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
+    x0, y0, fx, fy = _corner(u, v, height, width)
     o00, in00 = _corner_offsets(x0, y0, height, width, start, len_in, row_stride, q_mask)
     o01, in01 = _corner_offsets(x0 + 1, y0, height, width, start, len_in, row_stride, q_mask)
     o10, in10 = _corner_offsets(x0, y0 + 1, height, width, start, len_in, row_stride, q_mask)
@@ -255,7 +274,8 @@ def _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     grad_x = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     grad_y = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
-        c, c_mask, g = _grad_out_tile(grad_out_ptr, g_rows, c0, q_mask, C, BLOCK_C)
+        c, c_mask = _channels(c0, C, BLOCK_C)
+        g = _grad_out_tile(grad_out_ptr, g_rows, c, c_mask, q_mask)
         v_ptr = value_ptr + head_offset + c[None, :]
         gv_ptr = grad_value_ptr + head_offset + c[None, :]
         m00 = in00[:, None] & c_mask[None, :]
