@@ -113,9 +113,11 @@ class _Binding:
     def __init__(self, choice: registry.Choice, result: object, args: tuple,
                  kwargs: dict) -> None:
         impl = choice.impl
-        self.impl, self.plan, self.output = impl, choice.plan, _output_description(result)
+        self.impl, self.output = impl, _output_description(result)
         self.capabilities = _capture_sensitive(impl, args, kwargs)
         self.kept = _keeps_plan(choice, args, kwargs)
+        # an unkept plan may hold the call's tensors (and their autograd graph): not kept alive
+        self.plan = choice.plan if self.kept else None
 
 
 #: Where ``dispatch`` has nothing to bind for a description (no implementation takes it, or the

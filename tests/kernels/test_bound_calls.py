@@ -10,7 +10,9 @@ answers None, bound or not.
 
 from __future__ import annotations
 
+import gc
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -38,16 +40,27 @@ class Plan(Prepared):
     __slots__ = ()
 
 
+class HoldingPlan(Prepared):
+    """A plan that holds the call's input, as the fake-quant plans do."""
+
+    __slots__ = ("input", "__weakref__")
+
+    def __init__(self, x):
+        self.input = x
+
+
 class StandIn:
     """Registered as the newest ``fake_quant_fp8``: the reference's numbers, with counts of its
     calls and its ``accepts``. ``plan``: ``"kept"`` (one plan for every call), ``"fresh"`` (a
-    plan per call) or ``None`` (takes the input without one); ``broken``: ``"raises"`` or
-    ``"shape"`` (a wrong-shaped result)."""
+    plan per call), ``"holding"`` (a plan per call that holds the input: each one's weak
+    reference in ``holding_plans``) or ``None`` (takes the input without one); ``broken``:
+    ``"raises"`` or ``"shape"`` (a wrong-shaped result)."""
 
     def __init__(self):
         self.calls, self.asked = 0, 0
         self.plan, self.broken, self.decline = "kept", None, None
         self.kept_plan = Plan()
+        self.holding_plans = []
 
     def __call__(self, x, scale=None, *, fmt="e4m3", axis=None, prepared=None):
         self.calls += 1
@@ -60,6 +73,10 @@ class StandIn:
         self.asked += 1
         if self.decline is not None:
             return self.decline
+        if self.plan == "holding":
+            plan = HoldingPlan(x)
+            self.holding_plans.append(weakref.ref(plan))
+            return plan
         return {"kept": self.kept_plan, "fresh": Plan(), None: None}[self.plan]
 
 
@@ -170,6 +187,18 @@ def test_a_plan_is_kept_only_when_accepts_gives_it_for_other_tensors(plan, asked
     for seed in (1, 2, 3):
         bound(x_like(seed=seed))
     assert stand_in.asked - before == asked
+
+
+def test_a_binding_keeps_no_plan_that_may_hold_the_calls_tensors(stand_in):
+    """A plan made per call may hold its input, as a fake-quant plan does: the binding keeps
+    neither it nor, through it, the call's tensor and autograd graph alive."""
+    stand_in.plan = "holding"
+    bound = BoundSlot(SLOT)
+    x = x_like().requires_grad_()
+    bound(x * 2)
+    assert stand_in.holding_plans
+    gc.collect()
+    assert all(plan() is None for plan in stand_in.holding_plans)
 
 
 def test_a_tensor_that_is_not_the_slots_data_keeps_accepts_asked(stand_in):
