@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from libreyolo.kernels import ops
 from libreyolo.nn.quantized import QuantConv2d, convert
 
 from .quantized_cases import assert_same_bits, inputs, prepared
+from .slot_calls import slot_calls
 
 #: recipe -> its input slot; w8a8 and fp8_static are per tensor, the others per pixel
 INPUT_SLOTS = {"w8a8_int8": "fake_quant_int8_affine", "fp8_static": "fake_quant_fp8",
@@ -22,30 +22,18 @@ def _channels_last(model_or_tensor):
     return model_or_tensor.to(memory_format=torch.channels_last)
 
 
-def _spy(monkeypatch, slot):
-    """The tensors ``slot`` receives as its input, while the real slot answers."""
-    seen, real = [], getattr(ops, slot)
-
-    def spy(x, *args, **kwargs):
-        seen.append(x)
-        return real(x, *args, **kwargs)
-
-    monkeypatch.setattr(ops, slot, spy)
-    return seen
-
-
 @pytest.mark.parametrize("recipe", INPUT_SLOTS)
 @pytest.mark.parametrize("finalized", [False, True], ids=["quantized", "finalized"])
-def test_a_channels_last_input_reaches_the_slot_contiguous(recipe, finalized, monkeypatch):
+def test_a_channels_last_input_reaches_the_slot_contiguous(recipe, finalized):
     model = _channels_last(prepared(recipe))
     if finalized:
         convert(model)
     layer = model.conv
     x = _channels_last(inputs(1, seed=3)[0])
-    seen = _spy(monkeypatch, INPUT_SLOTS[recipe])
-    with torch.no_grad():
+    with torch.no_grad(), slot_calls() as calls:
         quantized = layer._quantize_input(x)
-    (received,) = [t for t in seen if t.dim() == 4]
+    (received,) = [args[0] for slot, args in calls
+                   if slot == INPUT_SLOTS[recipe] and args[0].dim() == 4]
     assert received.is_contiguous()
     # no copy back either: the result lies in the input's memory format
     assert quantized.is_contiguous(memory_format=torch.channels_last)

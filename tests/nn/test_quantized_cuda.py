@@ -38,11 +38,12 @@ from torch import nn  # noqa: E402
 import libreyolo.kernels as kernels  # noqa: E402
 from benchmarks.bench.qat_models import YoloLikeStack, selection, yolo_batch  # noqa: E402
 from examples.digits_qat import DigitsNet, cross_entropy  # noqa: E402
-from libreyolo.kernels import KernelDisabledWarning, ops  # noqa: E402
+from libreyolo.kernels import KernelDisabledWarning  # noqa: E402
 from libreyolo.nn.quantized import calibrate, convert, prepare  # noqa: E402
 from libreyolo.quant.fake_quant import FAKE_QUANT_OPS  # noqa: E402
 
 from .quantized_cases import RECIPES_32, assert_same_bits  # noqa: E402
+from .slot_calls import slot_calls  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -69,14 +70,14 @@ def _deterministic():
 
 
 @contextlib.contextmanager
-def spy(through_ops: bool = True):
-    """Counts, per fake-quant slot, the calls made through ``libreyolo.kernels.ops`` (unless
-    ``through_ops`` is False) and the calls each registered implementation ran (its ``fn``
-    wrapped in place: ``dispatch`` reads it on every call, so the spy sees what ran, whatever
-    the selection). A compiled model leaves ``ops`` alone: a counter bumped inside the traced
-    code is a guard on its value, so every step would recompile (past the limit, under
-    ``fullgraph=True``); the slots' operators run the implementations eagerly, where the
-    wrapped ``fn`` counts them."""
+def spy(count_calls: bool = True):
+    """Counts, per fake-quant slot, the calls the layers made through their call sites (unless
+    ``count_calls`` is False; ``slot_calls``) and the calls each registered implementation ran
+    (its ``fn`` wrapped in place: a bound slot and ``dispatch`` read it on every call, so the
+    spy sees what ran, whatever the selection). A compiled model's calls are left uncounted: a
+    counter bumped inside the traced code is a guard on its value, so every step would
+    recompile (past the limit, under ``fullgraph=True``); the slots' operators run the
+    implementations eagerly, where the wrapped ``fn`` counts them."""
     calls, ran = collections.Counter(), collections.Counter()
     restore = []
     for slot in FAKE_QUANT_OPS:
@@ -89,24 +90,13 @@ def spy(through_ops: bool = True):
 
             object.__setattr__(impl, "fn", counted)  # a frozen dataclass: the one field swapped
             restore.append((impl, fn))
-        if not through_ops:
-            continue
-        entry = getattr(ops, slot)
-
-        def through_ops(*args, _entry=entry, _slot=slot, **kwargs):
-            calls[_slot] += 1
-            return _entry(*args, **kwargs)
-
-        setattr(ops, slot, through_ops)
-        restore.append((slot, entry))
     try:
-        yield calls, ran
+        with slot_calls() if count_calls else contextlib.nullcontext([]) as made:
+            yield calls, ran
+            calls.update(slot for slot, _ in made)
     finally:
-        for target, original in restore:
-            if isinstance(target, str):
-                setattr(ops, target, original)
-            else:
-                object.__setattr__(target, "fn", original)
+        for impl, original in restore:
+            object.__setattr__(impl, "fn", original)
 
 
 def _digits_data(device):
@@ -157,7 +147,7 @@ def _compare(model_name, recipe_name, compiled, device="cuda"):
     for label, value in SELECTIONS.items():
         if compiled:
             torch._dynamo.reset()
-        with selection(value), spy(through_ops=not compiled) as (calls, ran), \
+        with selection(value), spy(count_calls=not compiled) as (calls, ran), \
                 warnings.catch_warnings():
             warnings.simplefilter("error", KernelDisabledWarning)
             if label == "kernels":
@@ -167,7 +157,7 @@ def _compare(model_name, recipe_name, compiled, device="cuda"):
         assert {slot for (slot, _), n in ran.items() if n} == used, dict(ran)
         for slot in used:
             assert ran[(slot, wanted)] > 0, (label, slot, dict(ran))
-            if not compiled:  # each call through ops ran once (compiled: the backward reruns)
+            if not compiled:  # each call of a layer ran once (compiled: the backward reruns)
                 assert ran[(slot, wanted)] == calls[slot], (label, slot, dict(ran), calls)
         if not compiled:
             assert set(calls) == used, calls

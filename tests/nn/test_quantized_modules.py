@@ -10,13 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from libreyolo.kernels import ops
 from libreyolo.nn.quantized import RECIPES, QuantConv2d, QuantLinear, prepare
 from libreyolo.quant import fake_quant as fq
 from libreyolo.quant.fake_quant import ste_mask
 from libreyolo.quant.numerics import finite_amax, scale_from_amax
 
 from .quantized_cases import RECIPES_32, assert_same_bits
+from .slot_calls import slot_calls
 
 _WEIGHT_OPS = {"fp8": "fake_quant_fp8", "int8": "fake_quant_int_grouped",
                "int_grouped": "fake_quant_int_grouped", "nvfp4": "fake_quant_nvfp4_weight",
@@ -138,19 +138,16 @@ def test_fp8_weights_are_per_channel_with_scale_amax_over_448(kind):
 
 
 @pytest.mark.parametrize("name", RECIPES_32)
-def test_each_forward_calls_one_slot_per_quantized_tensor_through_ops(name, monkeypatch):
+def test_each_forward_calls_one_slot_per_quantized_tensor(name):
     """A slot call is one function call per tensor (the weight, and the input if the recipe
-    quantizes it), looked up on ``libreyolo.kernels.ops``: what the slots' operators replace."""
+    quantizes it), through the layer's call sites: what the slots' operators replace when
+    compiled."""
     recipe = RECIPES_32[name]
-    calls = []
-    for slot in {recipe.weight_slot, recipe.activation_slot} - {None}:
-        real = getattr(ops, slot)
-        monkeypatch.setattr(ops, slot, lambda *a, _s=slot, _r=real, **k: calls.append(_s) or
-                            _r(*a, **k))
     _, layer = _layer("conv", recipe)
-    layer(_x("conv"))
+    with slot_calls() as calls:
+        layer(_x("conv"))
     expected = [recipe.weight_slot] + ([recipe.activation_slot] if recipe.activation else [])
-    assert sorted(calls) == sorted(expected)
+    assert sorted(slot for slot, _ in calls) == sorted(expected)
 
 
 def test_the_layer_shares_the_float_layers_parameters_so_an_optimizer_keeps_training_them():

@@ -14,6 +14,9 @@ The forward is inference only (no backward through the quantizers; use it under
   measured policy engages it (``_fused``), else the same math with the weight dequantized once
   per dtype and kept with the cast bias (``_dequantized``) until a buffer changes, which costs
   the dense weight's memory in that dtype on top of the packed bytes.
+
+The unpack slot and the input's fake-quant slot are called through the layer's own call sites
+(``libreyolo.nn.slot_sites``): each selects its implementation once per input description.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from libreyolo.quant.numerics import finite_amax, scale_from_amax
 
 from ..conv_weight import conv_weight_as_matrix, matrix_as_conv_weight
 from ..input_layout import quantize_input
+from ..slot_sites import SlotSite
 from .formats import _PACKED_INTEGERS, ACTIVATION_FORMATS, WEIGHT_FORMATS
 
 # The per-channel weight scale from_float computes when none is given: the channel's finite
@@ -75,6 +79,8 @@ class _Finalized(nn.Module):
                                                    device=device))
         self._zero_point = 0  # the host's copy of input_zero_point (read when it is loaded)
         self._cache = None
+        # the layer's own call sites: each selects once per description (``slot_sites``)
+        self._unpack_slots, self._input_slots = SlotSite(), SlotSite()
 
     def _checked_options(self, bits, group_size) -> dict:
         given = {"bits": bits, "group_size": group_size}
@@ -248,14 +254,16 @@ class _Finalized(nn.Module):
         if self._activation is None:
             return x
         scale, quantize = getattr(self, "input_scale", None), self._activation.quantize
-        return quantize_input(x, lambda view: quantize(view, scale, self._zero_point),
+        return quantize_input(x, lambda view: quantize(self._input_slots, view, scale,
+                                                       self._zero_point),
                               per_pixel=self._activation.along_channels,
                               channels_last=self._channels_last)
 
     def _dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The weight in ``dtype``: unpack and dequantize (the portable path)."""
         buffers = {name: getattr(self, name) for name in self._layout}
-        unpacked = self._format.unpack(buffers, self._cols, self._options, dtype)
+        unpacked = self._format.unpack(self._unpack_slots, buffers, self._cols, self._options,
+                                       dtype)
         return unpacked if self._format.per_channel else self._weight_of_matrix(unpacked)
 
     def _bias_as(self, dtype: torch.dtype) -> torch.Tensor | None:

@@ -2,12 +2,15 @@
 
 Each is its float layer (a subclass of ``nn.Linear`` / ``nn.Conv2d``, holding the very same
 ``weight`` and ``bias`` parameters, so an optimizer made before ``prepare`` keeps training them)
-whose forward fake-quantizes the weight and the input through the fake-quant slots
-(``libreyolo.kernels.ops``: the Triton kernels on CUDA, the references elsewhere, the same bits)
-per its recipe (``recipes.py``), and then runs ``F.linear`` / ``F.conv2d``. That is, operation for
-operation and dtype for dtype, what the finalized layer ``convert`` makes of it computes on its
-portable path (``libreyolo.nn.finalized``), so the two give the same bits on the CPU. Gradients
-reach the weight and the input through the slots' straight-through estimator.
+whose forward fake-quantizes the weight and the input through the fake-quant slots (the Triton
+kernels on CUDA, the references elsewhere, the same bits) per its recipe (``recipes.py``), and
+then runs ``F.linear`` / ``F.conv2d``. That is, operation for operation and dtype for dtype,
+what the finalized layer ``convert`` makes of it computes on its portable path
+(``libreyolo.nn.finalized``), so the two give the same bits on the CPU. Gradients reach the
+weight and the input through the slots' straight-through estimator. A slot is called as
+``libreyolo.kernels.ops`` calls it, through the layer's own call site for the weight and for the
+input (``libreyolo.nn.slot_sites``), which selects the implementation once per input description
+instead of every step.
 
 **Dtype policy.** The layer computes in one *compute dtype*: the input's, or, under autocast,
 autocast's dtype for the input's device (the input is cast to it first, as autocast would cast
@@ -42,10 +45,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from libreyolo.kernels import ops
-
 from ..conv_weight import conv_weight_as_matrix, matrix_as_conv_weight
 from ..input_layout import quantize_input
+from ..slot_sites import SlotSite
 from .recipes import Recipe, get_recipe
 
 # The calibrated buffers and their dtypes: a contract, kept through module casts (``_apply``).
@@ -62,38 +64,46 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 # -- weights -----------------------------------------------------------------------------------
-# Per output channel (fp8, int8): the slot on the weight viewed as (out, -1), one row per
-# channel. The rows formats: the slot on the finalized layers' matrix (``_matrix``).
+# (slots, ...) -> the fake-quantized weight; ``slots``: the layer's weight call site (a
+# ``SlotSite``), called as ``libreyolo.kernels.ops``. Per output channel (fp8, int8): the slot
+# on the weight viewed as (out, -1), one row per channel. The rows formats: the slot on the
+# finalized layers' matrix (``_matrix``).
 
-def _per_channel_fp8(rows: torch.Tensor, recipe: Recipe, row_length: int) -> torch.Tensor:
-    return ops.fake_quant_fp8(rows)  # dynamic per row: scale = finite row amax / 448
+def _per_channel_fp8(slots, rows: torch.Tensor, recipe: Recipe,
+                     row_length: int) -> torch.Tensor:
+    return slots.fake_quant_fp8(rows)  # dynamic per row: scale = finite row amax / 448
 
 
-def _per_channel_int8(rows: torch.Tensor, recipe: Recipe, row_length: int) -> torch.Tensor:
+def _per_channel_int8(slots, rows: torch.Tensor, recipe: Recipe,
+                      row_length: int) -> torch.Tensor:
     # one group per row: scale = finite row amax / 127; the length a Python int, not
     # ``rows.shape[1]``, which a TorchScript trace (ONNX export) hands over as a tensor
-    return ops.fake_quant_int_grouped(rows, 8, row_length)
+    return slots.fake_quant_int_grouped(rows, 8, row_length)
 
 
+# The tables are read per call: a layer holds none of their functions, so it pickles
+# (``torch.save(model)``; pickle cannot name a lambda).
 _PER_CHANNEL = {"fp8": _per_channel_fp8, "int8": _per_channel_int8}
 _ROWS = {
-    "int_grouped": lambda m, r: ops.fake_quant_int_grouped(m, r.bits, r.group_size),
-    "nvfp4": lambda m, r: ops.fake_quant_nvfp4_weight(m),
-    "mxfp4": lambda m, r: ops.fake_quant_mxfp4_weight(m),
-    "mxfp8": lambda m, r: ops.fake_quant_mxfp8_weight(m),
+    "int_grouped": lambda slots, m, r: slots.fake_quant_int_grouped(m, r.bits, r.group_size),
+    "nvfp4": lambda slots, m, r: slots.fake_quant_nvfp4_weight(m),
+    "mxfp4": lambda slots, m, r: slots.fake_quant_mxfp4_weight(m),
+    "mxfp8": lambda slots, m, r: slots.fake_quant_mxfp8_weight(m),
 }
 
 # -- inputs ------------------------------------------------------------------------------------
-# (x, layer) -> fake-quantized x; x has the channels last (a convolution moves them there for
-# the per-row and per-block formats, ``_Quantized._quantize_input``).
+# (slots, x, layer) -> fake-quantized x, ``slots`` the layer's input call site; x has the
+# channels last (a convolution moves them there for the per-row and per-block formats,
+# ``_Quantized._quantize_input``).
 _INPUTS = {
     None: None,
-    "fp8_static": lambda x, m: ops.fake_quant_fp8(x, m.input_scale),
-    "fp8_dynamic": lambda x, m: ops.fake_quant_fp8(x),
-    "int8_affine": lambda x, m: ops.fake_quant_int8_affine(x, m.input_scale, m._zero_point),
-    "nvfp4_dynamic": lambda x, m: ops.fake_quant_nvfp4_dynamic(x),
-    "mxfp4_dynamic": lambda x, m: ops.fake_quant_mxfp4_dynamic(x),
-    "mxfp8_dynamic": lambda x, m: ops.fake_quant_mxfp8_dynamic(x),
+    "fp8_static": lambda slots, x, m: slots.fake_quant_fp8(x, m.input_scale),
+    "fp8_dynamic": lambda slots, x, m: slots.fake_quant_fp8(x),
+    "int8_affine": lambda slots, x, m: slots.fake_quant_int8_affine(x, m.input_scale,
+                                                                     m._zero_point),
+    "nvfp4_dynamic": lambda slots, x, m: slots.fake_quant_nvfp4_dynamic(x),
+    "mxfp4_dynamic": lambda slots, x, m: slots.fake_quant_mxfp4_dynamic(x),
+    "mxfp8_dynamic": lambda slots, x, m: slots.fake_quant_mxfp8_dynamic(x),
 }
 # per-tensor formats: the layout of the input does not matter
 _PER_TENSOR_INPUTS = ("fp8_static", "int8_affine")
@@ -121,10 +131,9 @@ class _Quantized:
         self._observer = None
         self._zero_point = 0
         self._calibrated = not recipe.static
-        self._weight_quantizer = _PER_CHANNEL.get(recipe.weight)
-        self._rows_quantizer = _ROWS.get(recipe.weight)
-        self._input_quantizer = _INPUTS[recipe.activation]
         self._input_per_row = recipe.activation not in (None, *_PER_TENSOR_INPUTS)
+        # the layer's own call sites: each selects once per description (``slot_sites``)
+        self._weight_slots, self._input_slots = SlotSite(), SlotSite()
         for name in recipe.calibrated:
             initial = math.nan if name == "input_scale" else 0
             self.register_buffer(name, torch.full((), initial, dtype=_CALIBRATED_DTYPES[name],
@@ -149,20 +158,21 @@ class _Quantized:
 
     def fake_quant_weight(self) -> torch.Tensor:
         """The fake-quantized weight in float32, in the weight's shape (with its gradient)."""
-        w = self.weight.float()
-        if self._weight_quantizer is not None:
+        w, recipe = self.weight.float(), self.recipe
+        if recipe.weight in _PER_CHANNEL:
             rows = w.reshape(w.shape[0], -1)
-            return self._weight_quantizer(rows, self.recipe, _row_length(self)).reshape(w.shape)
-        return self._weight_of_matrix(self._rows_quantizer(self._matrix_of_weight(w),
-                                                           self.recipe))
+            return _PER_CHANNEL[recipe.weight](self._weight_slots, rows, recipe,
+                                               _row_length(self)).reshape(w.shape)
+        return self._weight_of_matrix(_ROWS[recipe.weight](
+            self._weight_slots, self._matrix_of_weight(w), recipe))
 
     def _quantize_input(self, x: torch.Tensor) -> torch.Tensor:
-        quantize = self._input_quantizer
+        quantize = _INPUTS[self.recipe.activation]
         if quantize is None:
             return x
         # per-row and per-block formats quantize each pixel's channels (``input_layout``, the
         # finalized layer's ``_quantize_input`` too)
-        return quantize_input(x, lambda view: quantize(view, self),
+        return quantize_input(x, lambda view: quantize(self._input_slots, view, self),
                               per_pixel=self._input_per_row, channels_last=self._channels_last)
 
     def _where(self) -> str:
