@@ -22,7 +22,9 @@ import pytest
 import torch
 
 from libreyolo.kernels import KernelDisabledWarning, ops, settings
-from libreyolo.nn.quantized import convert
+from libreyolo.kernels import bound as bound_module
+from libreyolo.nn.quantized import convert, prepare
+from libreyolo.nn.slot_sites import SlotSite
 from tests.kernels import test_bound_calls as bound_calls
 
 from .finalized_cases import FORMATS, LAYERS, finalize
@@ -82,6 +84,34 @@ def test_after_the_first_step_a_model_selects_nothing(recipe, stage, selections)
         for x in xs[1:]:
             _step(model, x)
     assert len(later) == 2 * len(first) and selections["dispatch"] == len(first)
+
+
+class Heads(torch.nn.Module):
+    """Linear heads of the given widths on one input: as many weight shapes."""
+
+    def __init__(self, widths):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(32, n) for n in widths)
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], -1)
+
+
+def test_a_model_of_more_weight_shapes_than_a_bound_slot_keeps_selects_once(selections):
+    """Sites per layer, not per slot: a model of more weight shapes than ``MAX_BINDINGS``
+    selects nothing after its first step (one site shared by every layer would start over)."""
+    heads = Heads(range(1, bound_module.MAX_BINDINGS + 3))
+    prepare(heads, RECIPES_32["w4a16"])  # weight only: one slot call per layer
+    x = torch.randn(2, 32)
+    _step(heads, x)
+    selected = selections["dispatch"]
+    _step(heads, x)
+    assert selected == len(heads.heads) and selections["dispatch"] == selected
+
+
+def test_a_site_names_an_unknown_slot_as_an_attribute_error():
+    with pytest.raises(AttributeError, match="unknown slot 'fake_quant_fp9'"):
+        SlotSite().fake_quant_fp9  # noqa: B018 - the lookup is the call under test
 
 
 def test_the_bound_implementation_runs_the_later_steps(stand_in, selections):
