@@ -261,16 +261,19 @@ def test_an_export_of_a_bound_model_holds_aten_ops_only(stage, stand_in):
         assert_same_bits(program.module()(x[1]), model(x[1]))
 
 
+@pytest.mark.parametrize("eager_first", [True, False], ids=["bound-first", "compiled-first"])
 @pytest.mark.parametrize("stage", STAGES)
-def test_a_compiled_bound_layer_compiles_whole_with_the_eager_bits(stage):
+def test_a_layer_compiles_whole_with_the_eager_bits(stage, eager_first):
     """``fullgraph``: the sites trace (into ``dispatch``, the slots' operators) without a
-    graph break; ``aot_eager`` keeps the check off a C++ compiler. One layer: compiled, the
-    whole model's head Linear differs from its eager bits whether it calls ``ops`` or its
-    sites."""
+    graph break, bound by an eager call first or made while Dynamo traces; ``aot_eager`` keeps
+    the check off a C++ compiler. One layer: compiled, the whole model's head Linear differs
+    from its eager bits whether it calls ``ops`` or its sites."""
     layer = _model("nvfp4", stage).conv
     x = inputs(2, seed=3)
     with torch.no_grad():
-        layer(x[0])
+        if eager_first:
+            layer(x[0])
+        assert all(vars(site) for site in _sites(layer)) == eager_first
         torch._dynamo.reset()
         compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
         assert_same_bits(compiled(x[1]), layer(x[1]))

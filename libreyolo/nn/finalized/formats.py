@@ -166,8 +166,10 @@ ACTIVATION_FORMATS: dict[str, ActivationFormat] = {f.name: f for f in (
 
 
 def _weight_format(name: str) -> WeightFormat:
+    """What a pickled weight format loads as: the table's own."""
     return WEIGHT_FORMATS[name]
 
 
 def _activation_format(name: str) -> ActivationFormat:
+    """What a pickled activation format loads as: the table's own."""
     return ACTIVATION_FORMATS[name]
