@@ -10,6 +10,12 @@ grad is being used in an in-place operation", torch 2.11). Where building the TT
 every tensor. Here each launch of the slot's small catalogue case (forward, then the backward with
 deterministic algorithms off and on) is recorded on fake tensors, its TTIR is built for an sm_90
 target, and no tensor the slot was given may be named. No GPU: the analysis never launches.
+
+Functionalization also copies a tensor a kernel writes as the tensor it is, a view without the
+memory around it: a kernel handed part of a buffer it allocated must not reach the rest (the
+deterministic MSDA backward read its header before such a view; under inductor its value gradient
+came out 2**106 times too large). So every tensor a traced launch is handed that the slot was not
+given spans its whole storage.
 """
 
 from __future__ import annotations
@@ -65,6 +71,26 @@ def _run_traced(op: str, impl) -> list[torch.Tensor]:
     return inputs
 
 
+def _recorded_launches(op: str, name: str, monkeypatch) -> tuple[list, list[torch.Tensor]]:
+    """Every ``(kernel, arguments)`` a traced ``op``/``name`` launches, and the tensors the slot
+    was given (skips where it launches no Triton kernel while traced)."""
+    impl = next(i for i in registry.registered(op) if i.name == name)
+    recorded = []
+    monkeypatch.setattr(triton_launch, "_traced_launch",
+                        lambda kernel, grid, args, kwargs: recorded.append((kernel, args, kwargs)))
+    monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
+    inputs = _run_traced(op, impl)
+    if not recorded:
+        pytest.skip(f"{op}/{name} launches no Triton kernel while traced")
+    # the positional arguments come first, the constexprs follow by keyword
+    return [(kernel, {**dict(zip(kernel.arg_names, args, strict=False)), **kwargs})
+            for kernel, args, kwargs in recorded], inputs
+
+
+def _is_given(tensor: torch.Tensor, inputs: list[torch.Tensor]) -> bool:
+    return any(tensor is t or getattr(tensor, "_base", None) is t for t in inputs)
+
+
 def _written(kernel, arguments: dict) -> set[str]:
     """The arguments torch's analysis says ``kernel`` writes. Building the TTIR is done first on
     its own: the analysis swallows a failure there and names every tensor."""
@@ -78,19 +104,24 @@ def _written(kernel, arguments: dict) -> set[str]:
 
 @pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
 def test_a_traced_launch_writes_no_tensor_the_slot_was_given(op, name, monkeypatch):
-    impl = next(i for i in registry.registered(op) if i.name == name)
-    recorded = []
-    monkeypatch.setattr(triton_launch, "_traced_launch",
-                        lambda kernel, grid, args, kwargs: recorded.append((kernel, args, kwargs)))
-    monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
-    inputs = _run_traced(op, impl)
-    if not recorded:
-        pytest.skip(f"{op}/{name} launches no Triton kernel while traced")
-    for kernel, args, kwargs in recorded:
-        # the positional arguments come first, the constexprs follow by keyword
-        arguments = {**dict(zip(kernel.arg_names, args, strict=False)), **kwargs}
-        given = {k for k, v in arguments.items()
-                 if any(v is t or getattr(v, "_base", None) is t for t in inputs)}
+    launches, inputs = _recorded_launches(op, name, monkeypatch)
+    for kernel, arguments in launches:
+        given = {k for k, v in arguments.items() if _is_given(v, inputs)}
         wrongly = _written(kernel, arguments) & given
         assert not wrongly, (f"{kernel.fn.__name__}: torch's analysis says it writes "
                              f"{sorted(wrongly)}, tensors the slot was given")
+
+
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
+def test_a_traced_launch_is_handed_whole_buffers(op, name, monkeypatch):
+    launches, inputs = _recorded_launches(op, name, monkeypatch)
+    for kernel, arguments in launches:
+        for argument, tensor in arguments.items():
+            if not isinstance(tensor, torch.Tensor) or _is_given(tensor, inputs):
+                continue
+            spanned = tensor.numel() * tensor.element_size()
+            assert tensor.storage_offset() == 0 and \
+                spanned == tensor.untyped_storage().nbytes(), (
+                    f"{kernel.fn.__name__}: {argument} is part of a larger buffer (offset "
+                    f"{tensor.storage_offset()}, {spanned} of "
+                    f"{tensor.untyped_storage().nbytes()} bytes)")
