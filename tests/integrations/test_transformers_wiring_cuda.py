@@ -1,7 +1,8 @@
 """The wiring on a CUDA GPU with the Triton kernels: every family's default configuration at its
 input size, batch 1 and 8, float32 and bfloat16 autocast. Each real call a wired site makes is
 within the slot's bounded contract against transformers' own core in float64 (output and input
-gradients), and the wired model's outputs match the stock model's."""
+gradients), and the wired model's outputs match the stock model's (query by query, or proposal by
+proposal where the queries are selected after the sites: ``detectors.assert_same_detections``)."""
 
 import contextlib
 import os
@@ -21,7 +22,13 @@ pytest.importorskip("triton", reason="the triton extra is not installed")
 import libreyolo.integrations.transformers as wiring  # noqa: E402
 from libreyolo.kernels import active  # noqa: E402
 
-from .detectors import Recorder, build, call_errors, load_families  # noqa: E402
+from .detectors import (  # noqa: E402
+    Recorder,
+    assert_same_detections,
+    build,
+    call_errors,
+    load_families,
+)
 
 FULL = load_families("full")
 #: The wired model against the stock one: decoders refine boxes layer after layer, so a rounding
@@ -51,6 +58,4 @@ def test_a_wired_default_detector_runs_our_kernels_within_the_bound(family, batc
     for index in (0, len(calls) - 1):  # the first and last sites of the model
         for name, error, limit in call_errors(family, calls[index]):
             assert error <= limit, f"call {index}: {name} error {error:.3g} over {limit:.3g}"
-    for key in ("logits", "pred_boxes"):
-        torch.testing.assert_close(getattr(got, key).float(), getattr(expected, key).float(),
-                                   rtol=0, atol=MODEL_ATOL[dtype])
+    assert_same_detections(family, got, expected, MODEL_ATOL[dtype])
