@@ -20,9 +20,10 @@ Usage: ``python benchmarks/profiles/profile_compile.py OUT.txt [--any-device]``
 - the FP8 MLP eager and compiled in queued windows (µs a call and host µs a call, as
   ``bench_compile.py`` times them) and whether a steady-state call synchronizes the host: a
   compiled call whose window time is its host time plus its GPU time waits on the device.
-``--any-device``: the FP8 policy engages on any CUDA device (it lists the devices it was measured
-on, ``fp8_policy.toml``), to probe the fused path's mechanics on another GPU; such a run's MLP
-rows say nothing of whether FP8 is faster there.
+``--any-device``: the FP8 policy engages on any CUDA device in every region it lists for any
+measured device (``fp8_policy.toml`` holds each card's own), to probe the fused path's mechanics
+where they would not run (the folded MLP on an H100, which engages on ViT-L's fc1 only); such a
+run's MLP rows say nothing of whether FP8 is faster there.
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
 """fp8_linear's engage decision (no kernel runs here: CPU tensors always get None)."""
 
 import functools
+import tomllib
+from pathlib import Path
 
 import pytest
 import torch
 
 from libreyolo.kernels.quant.execute import fp8_linear as module
 from libreyolo.kernels.quant.execute.fp8_linear import engages, fp8_linear, fused_fp8_linear
+
+CASES = tomllib.loads((Path(__file__).with_name("fp8_policy_cases.toml")).read_text())
 
 
 @pytest.fixture
@@ -28,32 +32,52 @@ def test_cpu_activations_always_take_the_callers_path():
 
 
 def test_a_region_covers_its_m_from_its_minimum_and_exactly_its_n_and_k(policy_file):
-    policy_file('devices = ["H200"]\n[[region]]\nmin_m = 8192\nmin_n = 256\nmax_n = 256\n'
-                "min_k = 1024\nmax_k = 1024\n")
-    assert engages(8192, 256, 1024) and engages(65536, 256, 1024)
-    assert not engages(8191, 256, 1024)
-    assert not engages(8192, 512, 1024) and not engages(8192, 256, 512)
+    policy_file('[[device]]\nname = "H200"\n[[device.region]]\nmin_m = 8192\nmin_n = 256\n'
+                "max_n = 256\nmin_k = 1024\nmax_k = 1024\n")
+    assert engages("NVIDIA H200", 8192, 256, 1024) and engages("NVIDIA H200", 65536, 256, 1024)
+    assert not engages("NVIDIA H200", 8191, 256, 1024)
+    assert not engages("NVIDIA H200", 8192, 512, 1024)
+    assert not engages("NVIDIA H200", 8192, 256, 512)
 
 
-def test_an_empty_policy_never_engages(policy_file):
-    policy_file("devices = []\nregion = []\n")
-    assert not engages(1 << 20, 4096, 4096)
+@pytest.mark.parametrize("text", ["", '[[device]]\nname = "H200"\n'])
+def test_an_empty_policy_and_a_device_without_regions_never_engage(policy_file, text):
+    policy_file(text)
+    assert not engages("NVIDIA H200", 1 << 20, 4096, 4096)
 
 
-def test_a_reloaded_policy_is_asked_again_which_devices_it_lists(policy_file, monkeypatch):
+def test_a_reloaded_policy_is_asked_again_which_regions_a_device_has(policy_file, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
-    policy_file('devices = ["H200"]\nregion = []\n')
-    assert not module._measured_device(0)
-    policy_file('devices = ["NVIDIA H100 80GB HBM3"]\nregion = []\n')
-    assert module._measured_device(0)
+    region = "[[device.region]]\nmin_m = 1\n"
+    policy_file(f'[[device]]\nname = "H200"\n{region}')
+    assert module._device_regions(0) == ()
+    policy_file(f'[[device]]\nname = "NVIDIA H100 80GB HBM3"\n{region}')
+    assert module._device_regions(0) == ({"min_m": 1},)
 
 
-def test_the_shipped_policy_has_well_formed_regions():
+@pytest.mark.parametrize("case", CASES["engage"],
+                         ids=lambda c: f"{c['device']}-{c['m']}x{c['shapes']}")
+def test_the_shipped_policy_engages_each_device_where_it_was_measured_faster(monkeypatch, case):
+    """Through the path a CUDA call takes (``_answer``, the device's name as torch gives it):
+    each card gets its own regions; a card no entry names (an H100 PCIe or NVL is not the
+    measured H100 80GB HBM3) gets none."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: case["device"])
     module.reload_policy()
-    table = module.policy()
-    assert isinstance(table["devices"], list)
-    for region in table["region"]:
-        assert set(region) <= {f"{b}_{d}" for b in ("min", "max") for d in "mnk"}
+    try:
+        assert module._answer(0, case["m"], tuple(map(tuple, case["shapes"]))) is case["engages"]
+    finally:
+        monkeypatch.undo()
+        module.reload_policy()
+
+
+@pytest.mark.parametrize("case", CASES["malformed"], ids=lambda c: c["id"])
+def test_a_malformed_policy_is_refused_when_read_naming_the_file_and_the_fault(policy_file,
+                                                                               case):
+    with pytest.raises(ValueError) as refused:
+        policy_file(case["policy"])
+        module.policy()
+    assert str(module.POLICY_FILE) in str(refused.value)
+    assert case["error"] in str(refused.value)
 
 
 def test_an_unknown_activation_is_refused_naming_it():
@@ -110,11 +134,10 @@ def test_prologue_plans_of_one_description_share_one_place_for_their_launches():
 
 def test_the_policys_answer_is_a_constant_of_a_compiled_graph(monkeypatch):
     """Dynamo calls ``_engages_on`` while tracing instead of tracing it: the device's name (here
-    a file read standing in for it) is nothing a graph can hold, and a full graph must compile."""
-    from pathlib import Path
-
-    monkeypatch.setattr(module, "_measured_device", functools.cache(
-        lambda index: "[[region]]" in Path(module.POLICY_FILE).read_text()))
+    the policy file's read stands in for it) is nothing a graph can hold, and a full graph must
+    compile."""
+    monkeypatch.setattr(module, "_device_regions", functools.cache(
+        lambda index: module.regions_of("NVIDIA H200")))
     module.reload_policy()
     shapes = ((4096, 1024),)
 

@@ -3,7 +3,8 @@
 ``fp8_linear`` is what the finalized ``nn.Linear`` (and 1x1 ``nn.Conv2d``) calls; ``None`` sends
 the caller to its own path (dequantize-once bf16 or the portable forward). It engages only on CUDA,
 outside tracing/compiling/exporting, for bfloat16 activations, on shapes the measured policy
-(``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear``.
+(``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear`` on the device
+the activations are on.
 
 This package's GEMM keeps its sums in the tensor cores' accumulator (faster) where K is at most
 ``FAST_ACCUMULATION_MAX_K``, where that stays more accurate than bf16 ``F.linear``, and promotes
@@ -43,45 +44,90 @@ ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
 #: operands, above it not (``benchmarks/profiles/probe_fp8_fast_accum.py``; docs/fp8_execute.md,
 #: "Accumulation").
 FAST_ACCUMULATION_MAX_K = 1024
+#: The bounds a region of ``fp8_policy.toml`` may hold.
+BOUNDS = tuple(f"{side}_{d}" for d in "mnk" for side in ("min", "max"))
 #: (id(tensor), what was made of it) -> (a weak reference to the tensor, its version, what was
 #: made); dropped with the tensor
 _kept: dict[tuple, tuple] = {}
 
 
 @functools.cache
-def policy() -> dict:
-    """The measured policy: ``devices`` it was measured on and the ``region`` tables where the
-    fused path was faster (each ``min_m``, ``min_n``, ``min_k``, optional ``max_*``)."""
+def policy() -> dict[str, tuple[dict, ...]]:
+    """The measured policy, checked: each measured device's name (a part of
+    ``torch.cuda.get_device_name``'s answer) -> its regions, where the fused path was faster
+    there (each ``min_m``, ``min_n``, ``min_k``, optional ``max_*``)."""
     with POLICY_FILE.open("rb") as file:
-        return tomllib.load(file)
+        return _checked(tomllib.load(file), POLICY_FILE)
+
+
+def _checked(table: dict, path) -> dict[str, tuple[dict, ...]]:
+    """``table`` as ``policy`` returns it, or a ValueError naming ``path`` and what is wrong: a
+    mistyped key would otherwise leave a device engaging nowhere, and two names matching one
+    card would give it the regions of whichever comes first."""
+    def refuse(what: str):
+        raise ValueError(f"{path}: {what}")
+
+    devices = table.get("device", [])
+    if set(table) - {"device"} or not isinstance(devices, list):
+        refuse(f"the top level holds {sorted(table)}; expected only [[device]] tables")
+    out: dict[str, tuple[dict, ...]] = {}
+    for number, device in enumerate(devices, 1):
+        name = device.get("name") if isinstance(device, dict) else None
+        if not isinstance(name, str) or not name:
+            refuse(f"device {number} has no name (a part of torch.cuda.get_device_name's answer)")
+        regions = device.get("region", [])
+        if set(device) - {"name", "region"} or not isinstance(regions, list):
+            refuse(f"device {name!r} holds {sorted(device)}; expected name and "
+                   "[[device.region]] tables")
+        for other in out:
+            if other == name:
+                refuse(f"device {name!r} is listed twice")
+            if other in name or name in other:
+                refuse(f"devices {other!r} and {name!r} overlap: a card named like "
+                       f"{max(name, other, key=len)!r} matches both")
+        for region in regions:
+            wrong = [key for key, value in (region.items() if isinstance(region, dict) else ())
+                     if key not in BOUNDS or type(value) is not int or value < 0]
+            if wrong or not isinstance(region, dict):
+                refuse(f"device {name!r} has a region with unknown keys or values {wrong}; "
+                       f"expected some of {list(BOUNDS)}, each an integer >= 0")
+        out[name] = tuple(regions)
+    return out
 
 
 def reload_policy() -> None:
     """Read ``POLICY_FILE`` again on the next question, forgetting every answer kept from it."""
     policy.cache_clear()
     _answer.cache_clear()
-    _measured_device.cache_clear()
+    _device_regions.cache_clear()
+
+
+def regions_of(device: str) -> tuple[dict, ...]:
+    """The regions measured on ``device`` (a name as ``torch.cuda.get_device_name`` gives it):
+    those of the entry whose name it contains; none (never engage) when no entry names it."""
+    return next((regions for name, regions in policy().items() if name in device), ())
 
 
 @functools.cache
-def _measured_device(index: int) -> bool:
-    name = torch.cuda.get_device_name(index)
-    return any(device in name for device in policy().get("devices", ()))
+def _device_regions(index: int) -> tuple[dict, ...]:
+    return regions_of(torch.cuda.get_device_name(index))
 
 
-def engages(m: int, n: int, k: int) -> bool:
-    """Whether the policy's measurements say the fused path beats bf16 ``F.linear`` here."""
-    for region in policy().get("region", ()):
-        if all(region.get(f"min_{d}", 0) <= v <= region.get(f"max_{d}", 1 << 62)
-               for d, v in (("m", m), ("n", n), ("k", k))):
-            return True
-    return False
+def engages(device: str, m: int, n: int, k: int) -> bool:
+    """Whether the policy's measurements on ``device`` (named as ``regions_of`` takes it) say
+    the fused path beats bf16 ``F.linear`` there for an (M, N, K) layer."""
+    return _covered(regions_of(device), m, n, k)
+
+
+def _covered(regions: tuple[dict, ...], m: int, n: int, k: int) -> bool:
+    return any(all(region.get(f"min_{d}", 0) <= v <= region.get(f"max_{d}", 1 << 62)
+                   for d, v in (("m", m), ("n", n), ("k", k))) for region in regions)
 
 
 def _policy_engages(x, *weights) -> bool:
     """Whether ``x`` may take a fused path through the layers of ``weights`` ((N, K) codes, in
-    order): CUDA bfloat16 activations, not captured for export, no autograd, a device the policy
-    was measured on, and every layer's (M, N, K) in one of its regions. Under ``torch.compile``
+    order): CUDA bfloat16 activations, not captured for export, no autograd, and every layer's
+    (M, N, K) in one of the regions the policy measured on ``x``'s device. Under ``torch.compile``
     the answer is the trace's: the compiled graph holds the fused operator or the layers' path."""
     if not isinstance(x, torch.Tensor) or x.device.type != "cuda" or x.dtype != torch.bfloat16:
         return False
@@ -103,7 +149,8 @@ def _engages_on(index: int, m: int, shapes: tuple) -> bool:
 @functools.lru_cache(maxsize=256)
 def _answer(index: int, m: int, shapes: tuple) -> bool:
     """``_engages_on``'s answer, kept: a model asks it for the same few shapes on every call."""
-    return _measured_device(index) and all(engages(m, *shape) for shape in shapes)
+    regions = _device_regions(index)
+    return all(_covered(regions, m, *shape) for shape in shapes)
 
 
 def fp8_linear(x, weight, weight_scale, bias=None, *, input_scale=None, activation=None):
