@@ -23,7 +23,8 @@
    accumulation;
 5. a 3x3 convolution: dequantize-once bf16 vs the portable forward (why larger kernels dequantize
    once);
-6. the policy table (regions where the fused path beat bf16 by ``MARGIN``), printed and written.
+6. the card's policy table (``fp8_policy.toml``'s ``[[device]]`` table: regions where the fused
+   path beat bf16 by ``MARGIN``), printed and written.
 Raw results go to the JSON path; markdown tables to stdout.
 """
 
@@ -49,6 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.bench.bench_fake_quant import L2_FLUSH_BYTES, times_ms  # noqa: E402
+from benchmarks.rendering.fp8_policy import device_table  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_gemm, fp8_launch  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
@@ -347,24 +349,6 @@ def conv3x3(repeats, flush, gen) -> dict:
     return {"dequantize_once_bf16_ms": once, "portable_ms": portable}
 
 
-def policy_toml(layers: list[dict], device: str) -> str:
-    """Regions where the fused path won: for each winning layer's (N, K), every M at least as
-    large (the GEMM only gets more compute-bound with M, and the prologue's share stays)."""
-    lines = ["# Made by benchmarks/bench/bench_fp8.py; measurements in docs/performance.md, "
-             "\"FP8 linear, per layer\".",
-             f'devices = ["{device}"]', ""]
-    for row in layers:
-        if row["engage"]:
-            # the region's evidence is the run docs/performance.md cites, not a comment here
-            lines += ["[[region]]", f"# {row['layer']}: {row['m']} x {row['k']} -> {row['n']}, "
-                      "fused faster than bf16 F.linear (docs/performance.md)",
-                      f"min_m = {row['m']}", f"min_n = {row['n']}",
-                      f"max_n = {row['n']}", f"min_k = {row['k']}", f"max_k = {row['k']}", ""]
-    if not any(row["engage"] for row in layers):
-        lines.append("region = []")
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
@@ -382,7 +366,7 @@ def main() -> None:
     result["bandwidth"] = bandwidth(args.repeats, flush, gen)
     result["stacks"] = stacks({r["layer"]: r for r in layer_rows}, args.repeats, flush, gen)
     result["conv3x3"] = conv3x3(args.repeats, flush, gen)
-    policy = policy_toml(layer_rows, result["device"])
+    policy = device_table(result["device"], layer_rows)
     result["policy"] = policy
     with open(args.results, "w") as f:
         json.dump(result, f, indent=1)

@@ -2,16 +2,17 @@
 
     python benchmarks/bench/measure_fp8_policy.py RESULTS.json [--repeats 50]
 
-``fp8_policy.toml`` lists where the fused FP8 path measured faster than bf16 ``F.linear`` and on
-which devices; a device it does not list never gets the fused path. Its H200 regions came from
-``bench_fp8.py``: its GPU checks, then every layer of ``bench_fp8.LAYERS`` timed eager with the L2
-flushed (``measure_layer``), a layer engaging where the fused path took at most ``MARGIN`` of
-bf16's time (``policy_toml``). This script runs exactly those, with the same seed, on the card it
+``fp8_policy.toml`` lists, per measured device, where the fused FP8 path measured faster than
+bf16 ``F.linear`` there; a device it does not list never gets the fused path. The H200's regions
+came from ``bench_fp8.py``: its GPU checks, then every layer of ``bench_fp8.LAYERS`` timed eager
+with the L2 flushed (``measure_layer``), a layer engaging where the fused path took at most
+``MARGIN`` of bf16's time. This script runs exactly those, with the same seed, on the card it
 runs on, and none of bench_fp8's other tables (bandwidth, stacks, the 3x3 convolution), so one
 ``gpu_run.sh`` stage (``fp8-policy``) fits in about two minutes. The JSON carries the device as
-``torch.cuda.get_device_name`` names it (what ``fp8_linear`` matches ``devices`` against), the
-checks, the layers and the policy table they support; ``python -m benchmarks.rendering.fp8_policy
---from RESULTS.json`` turns it into the toml's entries for this card. Without CUDA it writes why
+``torch.cuda.get_device_name`` names it (what ``fp8_linear`` matches a ``[[device]]`` table's
+name against), the checks, the layers and the card's table they support
+(``benchmarks/rendering/fp8_policy.device_table``); ``python -m benchmarks.rendering.fp8_policy
+--from RESULTS.json`` turns it into the toml's entry for this card. Without CUDA it writes why
 nothing was measured.
 """
 
@@ -31,9 +32,9 @@ from benchmarks.bench.bench_fp8 import (  # noqa: E402 - it selects the FP8 impl
     LAYERS,
     MARGIN,
     measure_layer,
-    policy_toml,
     verify,
 )
+from benchmarks.rendering.fp8_policy import device_table  # noqa: E402
 from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
 
 
@@ -66,7 +67,7 @@ def main(argv=None) -> None:
         print(f"{row['layer']}: bf16 {row['bf16_ms']:.4f} ms, fused {row['fused_ms']:.4f} ms "
               f"({row['speedup_fused']:.2f}x), engage {row['engage']}", flush=True)
     result["layers"] = layers
-    result["policy"] = policy_toml(layers, device)
+    result["policy"] = device_table(device, layers)
     Path(args.results).write_text(json.dumps(result, indent=1) + "\n")
     print("\n" + result["policy"])
 

@@ -1,17 +1,19 @@
 """``python -m benchmarks.rendering.fp8_policy --from RESULTS.json [--policy TOML]``: the
-``fp8_policy.toml`` entries one card's measurement supports, and what adding them takes.
+``fp8_policy.toml`` entry one card's measurement supports, and what adding it takes.
 
 RESULTS.json is ``benchmarks/bench/measure_fp8_policy.py``'s (``gpu_run.sh fp8-policy``), or
 ``bench_fp8.py``'s: both carry the device as ``torch.cuda.get_device_name`` names it, which is
-how the toml keys its ``devices`` (``fp8_linear`` engages on a device whose name contains one),
-the GPU checks, the layers, and the policy table they support. Standard library only, like the
-tables.
+how the toml keys its ``[[device]]`` tables (``fp8_linear`` takes the regions of the one whose
+name the device's contains), the GPU checks, and the layers, each with whether the fused path
+engaged (took at most ``MARGIN`` of bf16's time). ``device_table`` turns those layers into the
+card's table; the benchmarks write it into their JSON and their policy file with it. Standard
+library only, like the tables.
 
-Prints the card's entries on stdout (the measured table, each layer's fused / bf16 as comments),
-and on stderr what to do with them against the current toml: nothing (the card is listed and its
-regions are the toml's), list the card (same regions), or a note that the regions differ, which
-one ``devices`` list over one ``region`` list cannot hold. A card whose checks failed gets no
-entries (exit status 1): the fused path must give its bits there first.
+Prints the card's entry on stdout (its ``[[device]]`` table, each layer's fused / bf16 as
+comments), and on stderr what to do with it against the current toml: nothing (the card is
+listed with the same regions), add the entry (no table names the card), or replace the card's
+entry (it is listed with other regions). A card whose checks failed gets no entry (exit status
+1): the fused path must give its bits there first.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from benchmarks.rendering.results import ROOT
 
 POLICY = ROOT / "libreyolo" / "kernels" / "quant" / "execute" / "fp8_policy.toml"
-#: The region bounds a region table may hold (``fp8_linear.engages``).
+#: The bounds a region table may hold (``fp8_linear.BOUNDS``).
 BOUNDS = tuple(f"{side}_{d}" for d in "mnk" for side in ("min", "max"))
 
 
@@ -42,38 +44,51 @@ def failed_checks(verify: dict) -> list[str]:
     return failed
 
 
-def regions(policy: dict) -> set[tuple]:
-    """A policy's regions, comparable: each its bounds, comments and order aside."""
-    return {tuple(region.get(b) for b in BOUNDS) for region in policy.get("region", ())}
+def device_table(device: str, layers: list[dict], notes=()) -> str:
+    """The ``[[device]]`` table of ``fp8_policy.toml`` for ``device``, ``notes`` as its comment
+    lines: a region for each engaging layer's (N, K), every M at least as large (the GEMM only
+    gets more compute-bound with M, and the prologue's share stays); no region where none
+    engaged (the card was measured and never engages)."""
+    lines = ["[[device]]", *(f"# {note}" for note in notes), f"name = {json.dumps(device)}"]
+    for row in layers:
+        if row["engage"]:
+            lines += ["", "[[device.region]]", f"# {row['layer']}: {row['m']} x {row['k']} -> "
+                      f"{row['n']}, fused faster than bf16 F.linear", f"min_m = {row['m']}",
+                      f"min_n = {row['n']}", f"max_n = {row['n']}", f"min_k = {row['k']}",
+                      f"max_k = {row['k']}"]
+    return "\n".join(lines) + "\n"
+
+
+def regions(device: dict) -> set[tuple]:
+    """A device table's regions, comparable: each its bounds, comments and order aside."""
+    return {tuple(region.get(b) for b in BOUNDS) for region in device.get("region", ())}
 
 
 def entries(result: dict) -> str:
-    """The toml text for this card: ``result["policy"]`` (bench_fp8's ``policy_toml``) under a
-    line naming the measurement, with every layer's fused / bf16 time."""
-    margin = f" (engages at <= {result['margin']})" if "margin" in result else ""
-    lines = [f"# {result['device']}: torch {result.get('torch', '?')}, fused / bf16 per "
-             f"layer{margin}:"]
-    lines += [f"#   {r['layer']} {r['m']}x{r['k']}->{r['n']}: {r['fused_ms']:.4f} / "
+    """The toml entry for this card: its ``device_table``, its comments naming the measurement
+    with every layer's fused / bf16 time."""
+    margin = (f" (engages where fused takes at most {result['margin']} of bf16's time)"
+              if "margin" in result else "")
+    notes = [f"torch {result.get('torch', '?')}, fused / bf16 per layer{margin}:"]
+    notes += [f"  {r['layer']} {r['m']}x{r['k']}->{r['n']}: {r['fused_ms']:.4f} / "
               f"{r['bf16_ms']:.4f} ms ({r['speedup_fused']:.2f}x){' engage' * r['engage']}"
               for r in result["layers"]]
-    return "\n".join(lines) + "\n" + result["policy"]
+    return device_table(result["device"], result["layers"], notes)
 
 
 def verdict(result: dict, current: dict) -> str:
-    """What the current toml needs for this card's measurement."""
+    """What the current toml needs for this card's measurement: its entry is the table whose
+    name the card's contains, as ``fp8_linear`` finds it."""
     device = result["device"]
-    measured = tomllib.loads(result["policy"])
-    listed = [d for d in current.get("devices", ()) if d in device]
-    same = regions(measured) == regions(current)
-    if listed and same:
-        return f"{device} is listed (as {listed[0]!r}) and measured the toml's regions: no change"
-    if same:
-        devices = json.dumps([*current.get("devices", ()), device])
-        return f"{device} measured the toml's regions: list it, devices = {devices}"
-    return (f"{device} measured other regions than the toml's ({len(regions(measured))} against "
-            f"{len(regions(current))}): the toml's one region list serves every device in "
-            "'devices', so listing this card would give it the others' regions (and its own "
-            "to them); the policy needs regions per device first")
+    measured = regions(tomllib.loads(device_table(device, result["layers"]))["device"][0])
+    listed = [table for table in current.get("device", ()) if table["name"] in device]
+    if not listed:
+        return f"{device} is not listed: add this device entry"
+    name, theirs = listed[0]["name"], regions(listed[0])
+    if theirs == measured:
+        return f"{device} is listed (as {name!r}) with the same regions: no change"
+    return (f"{device} is listed (as {name!r}) with other regions ({len(measured)} measured "
+            f"against {len(theirs)} listed): replace its entry with these")
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,8 @@
 """``python -m benchmarks.rendering.fp8_policy`` turns one card's FP8 policy measurement into
-``fp8_policy.toml``'s entries for it, keyed as ``fp8_linear`` matches devices, and says what the
-shipped toml needs: nothing, the card listed, or regions per device. The measurement is the H200
-run the toml's regions came from; the H100 runs are that run under the H100's name."""
+its ``[[device]]`` entry of ``fp8_policy.toml``, keyed as ``fp8_linear`` matches devices, and says
+what the shipped toml needs for it: nothing, the entry added, or the card's entry replaced. The
+measurements are the runs the toml's entries came from (the H200's and the H100's); another card
+is one of them under that card's name."""
 
 from __future__ import annotations
 
@@ -19,64 +20,57 @@ from benchmarks.rendering.results import RESULTS, ROOT
 from libreyolo.kernels.quant.execute import fp8_linear
 
 H200_RUN = RESULTS / "fp8_v5_bias_kept_h200_2026-12-03.json"
+H100_RUN = RESULTS / "fp8_policy_h100_2026-12-07.json"
 H100 = "NVIDIA H100 80GB HBM3"  # torch.cuda.get_device_name on the lent H100s
+PCIE = "NVIDIA H100 PCIe"  # another card, never measured
+FC1, FC2 = ((4096, 1024),), ((1024, 4096),)  # ViT-L's layers, (N, K), at 16384 rows
 
 
-def run_as(device: str, tmp_path, edit=lambda result: None):
-    result = json.loads(H200_RUN.read_text())
+def run_as(device: str, tmp_path, edit=lambda result: None, run=H100_RUN):
+    result = json.loads(run.read_text())
     result["device"] = device
-    result["policy"] = result["policy"].replace('"NVIDIA H200"', json.dumps(device))
     edit(result)
     path = tmp_path / "fp8_policy.json"
     path.write_text(json.dumps(result))
     return path
 
 
-def test_the_run_behind_the_toml_needs_no_change(capsys):
-    assert fp8_policy.main(["--from", str(H200_RUN)]) == 0
+@pytest.mark.parametrize(("run", "device"), [(H200_RUN, "NVIDIA H200"), (H100_RUN, H100)])
+def test_the_runs_behind_the_toml_need_no_change(capsys, run, device):
+    assert fp8_policy.main(["--from", str(run)]) == 0
     out, err = capsys.readouterr()
-    assert tomllib.loads(out)["devices"] == ["NVIDIA H200"]
-    assert "measured the toml's regions: no change" in err
+    assert [table["name"] for table in tomllib.loads(out)["device"]] == [device]
+    assert f"{device} is listed (as {device!r}) with the same regions: no change" in err
 
 
-def test_an_h100_with_the_same_regions_is_listed_and_its_entries_engage_fp8_linear_there(
+def test_an_unlisted_card_is_told_to_add_its_entry_and_the_entry_engages_fp8_linear_there(
         tmp_path, capsys, monkeypatch):
-    assert fp8_policy.main(["--from", str(run_as(H100, tmp_path))]) == 0
+    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path))]) == 0
     out, err = capsys.readouterr()
-    assert f'list it, devices = ["NVIDIA H200", "{H100}"]' in err
-    assert "#   vitl_fc1 16384x1024->4096: 0.2270 / 0.2812 ms (1.24x) engage" in out
-    entries = tmp_path / "entries.toml"
-    entries.write_text(out)
-    monkeypatch.setattr(fp8_linear, "POLICY_FILE", entries)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: H100)
+    assert f"{PCIE} is not listed: add this device entry" in err
+    assert "#   vitl_fc1 16384x1024->4096: 0.2424 / 0.2931 ms (1.21x) engage" in out
+    policy = tmp_path / "fp8_policy.toml"
+    policy.write_text(fp8_policy.POLICY.read_text() + "\n" + out)
+    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
     fp8_linear.reload_policy()
-    fp8_linear._measured_device.cache_clear()  # reload_policy keeps it
     try:
-        assert fp8_linear._answer(0, 16384, ((4096, 1024), (1024, 4096)))
-        assert not fp8_linear._answer(0, 8400, ((1024, 256),))
+        assert fp8_linear._answer(0, 16384, FC1) and not fp8_linear._answer(0, 16384, FC2)
     finally:
         monkeypatch.undo()
         fp8_linear.reload_policy()
-        fp8_linear._measured_device.cache_clear()
 
 
-def fc1_only(result):
-    result["policy"] = result["policy"][:result["policy"].rindex("[[region]]")]
-
-
-def fc2_from_8192_rows(result):
-    result["policy"] = result["policy"].replace("min_m = 16384\nmin_n = 1024",
-                                                "min_m = 8192\nmin_n = 1024")
-
-
-@pytest.mark.parametrize(("edit", "counts"), [(fc1_only, "1 against 2"),
-                                              (fc2_from_8192_rows, "2 against 2")])
-def test_an_h100_with_other_regions_is_told_the_toml_cannot_hold_them(tmp_path, capsys, edit,
-                                                                      counts):
-    assert fp8_policy.main(["--from", str(run_as(H100, tmp_path, edit))]) == 0
+@pytest.mark.parametrize(("run", "device", "counts"), [
+    (H100_RUN, "NVIDIA H200", "1 measured against 2"),
+    (H200_RUN, H100, "2 measured against 1"),
+])
+def test_a_card_listed_with_other_regions_is_told_to_replace_its_entry(tmp_path, capsys, run,
+                                                                       device, counts):
+    assert fp8_policy.main(["--from", str(run_as(device, tmp_path, run=run))]) == 0
     err = capsys.readouterr().err
-    assert f"measured other regions than the toml's ({counts})" in err
-    assert "the policy needs regions per device first" in err
+    assert (f"{device} is listed (as {device!r}) with other regions ({counts} listed): "
+            "replace its entry with these") in err
 
 
 @pytest.mark.parametrize(("case", "check", "value"), [
@@ -87,7 +81,7 @@ def test_a_card_whose_checks_failed_gets_no_entries(tmp_path, capsys, case, chec
     def failed(result):
         result["verify"][case][check] = value
 
-    assert fp8_policy.main(["--from", str(run_as(H100, tmp_path, failed))]) == 1
+    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path, failed))]) == 1
     out, err = capsys.readouterr()
     assert out == "" and f"{case}: {check} = {value}" in err
 
