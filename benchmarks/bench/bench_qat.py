@@ -1,7 +1,7 @@
 """Benchmark a QAT training step (forward, backward, optimizer) of detector-sized models on CUDA.
 
 Usage: ``python benchmarks/bench/bench_qat.py OUT.json [--models yolo decoder] [--modes eager
-compiled reduce-overhead graphed] [--steps 20] [--warmup 5]``
+compiled reduce-overhead graphed] [--steps 20] [--warmup 5] [--unbound]``
 
 Models (``benchmarks/bench/qat_models.py``): the transformer blocks of an RT-DETR-like decoder (6
 layers, d_model 256, FFN 1024, 300 queries, batch 8, memory of 8400 tokens) and a YOLO-like conv
@@ -11,7 +11,10 @@ quantized layers compute in autocast's dtype, ``libreyolo/nn/quantized/modules.p
 momentum. Rows per model:
 
 - eager: unquantized bf16; w8a8_int8, fp8_dynamic, mxfp4 with the Triton kernels (the default
-  selection) and with the references (``LIBREYOLO_KERNELS=reference``);
+  selection) and with the references (``LIBREYOLO_KERNELS=reference``); with ``--unbound``, the
+  kernels once more with every layer calling ``ops`` (the whole selection on every call) instead
+  of its bound call sites (``libreyolo/nn/slot_sites.py``): what binding the layers saves, in the
+  same run;
 - compiled (``torch.compile(model)``): unquantized; the three recipes with the kernels (the
   slots are PyTorch operators, so the compiled graph calls the kernels);
 - reduce-overhead (``torch.compile(model, mode="reduce-overhead")``: inductor's CUDA graphs,
@@ -57,7 +60,9 @@ from benchmarks.bench.qat_models import (  # noqa: E402
     selection,
     yolo_batch,
 )
+from libreyolo.kernels import ops  # noqa: E402
 from libreyolo.nn.quantized import calibrate, prepare  # noqa: E402
+from libreyolo.nn.slot_sites import SlotSite  # noqa: E402
 
 RECIPES = ("w8a8_int8", "fp8_dynamic", "mxfp4")
 TARGET_VS_REFERENCE, TARGET_VS_UNQUANTIZED = 2.0, 1.3
@@ -96,6 +101,19 @@ def build(model_name, recipe, device):
 
 
 MODES = ("eager", "compiled", "reduce-overhead", "graphed")
+#: the ``impl`` of an ``--unbound`` row, and how the table names the rows it lists apart
+UNBOUND = "kernels-unbound"
+APART = {"reference": "references", UNBOUND: "kernels, ops per call"}
+
+
+def calling_ops_per_call(model):
+    """``model`` with each layer's call sites replaced by ``ops``, as the layers called their
+    slots before they were bound (``--unbound``)."""
+    for layer in model.modules():
+        for name, value in list(vars(layer).items()):
+            if isinstance(value, SlotSite):
+                setattr(layer, name, ops)
+    return model
 
 
 def make_step(model, optimizer, inputs, target, mode="eager"):
@@ -200,6 +218,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--reference-steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--unbound", action="store_true",
+                        help="also time each recipe eager with the layers calling ops per call")
     args = parser.parse_args(argv)
     device = "cuda"
     torch.backends.cudnn.benchmark = True
@@ -223,6 +243,8 @@ def main(argv=None):
                 plan.append((mode, recipe, "kernels", None))
                 if mode == "eager":
                     plan.append((mode, recipe, "reference", "reference"))
+                    if args.unbound:
+                        plan.append((mode, recipe, UNBOUND, None))
         for mode, recipe, impl, value in plan:
             if mode in ("compiled", "reduce-overhead"):
                 torch._dynamo.reset()
@@ -232,6 +254,8 @@ def main(argv=None):
                 with selection(value):
                     model, optimizer, inputs, target = build(
                         model_name, None if recipe == "bf16" else recipe, device)
+                    if impl == UNBOUND:
+                        calling_ops_per_call(model)
                     started = time.time()
                     step = make_step(model, optimizer, inputs, target, mode)
                     loss_first = step().item()  # compiles or captures, for those modes
@@ -304,7 +328,7 @@ def table(report):
             lines.append(f"| {r['model']} | {r['mode']} | {r['recipe']} | failed: "
                          f"{r['error'][:120]} | | | | |")
             continue
-        if r["impl"] == "reference":
+        if r["impl"] in APART:
             continue
         v = next((v for v in report["verdicts"] if (v["model"], v["mode"], v["recipe"]) ==
                   (r["model"], r["mode"], r["recipe"])), {})
@@ -318,9 +342,9 @@ def table(report):
                      f"{fmt('vs_reference')} | {fmt('vs_unquantized')} | {fmt('vs_eager')} | "
                      f"{equal} |")
     for r in report["rows"]:
-        if r["impl"] == "reference" and "error" not in r:
-            lines.append(f"| {r['model']} | eager | {r['recipe']} (references) | {r['ms']:.3f} "
-                         f"| | | | |")
+        if r["impl"] in APART and "error" not in r:
+            lines.append(f"| {r['model']} | eager | {r['recipe']} ({APART[r['impl']]}) | "
+                         f"{r['ms']:.3f} | | | | |")
     return "\n".join(lines)
 
 

@@ -1,10 +1,14 @@
 """bench_qat's verdicts: a kernels row is judged against its recipe's references (eager), the
 unquantized step of its own mode and its recipe's eager step; a row whose mode failed is shown
-with its error and judged nowhere."""
+with its error and judged nowhere; ``--unbound``'s rows (the layers calling ``ops`` per call)
+are listed apart and judged nowhere."""
 
 import pytest
+import torch
 
-from benchmarks.bench.bench_qat import table, verdicts
+from benchmarks.bench.bench_qat import UNBOUND, calling_ops_per_call, table, verdicts
+from libreyolo.kernels import ops
+from libreyolo.nn.quantized import prepare
 
 
 def _row(mode, recipe, ms, impl="kernels"):
@@ -15,6 +19,7 @@ ROWS = [
     _row("eager", "bf16", 10.0, "-"),
     _row("eager", "fp8", 25.0),
     _row("eager", "fp8", 100.0, "reference"),
+    _row("eager", "fp8", 30.0, UNBOUND),
     _row("graphed", "bf16", 4.0, "-"),
     _row("graphed", "fp8", 5.0),
     {"model": "m", "mode": "reduce-overhead", "recipe": "fp8", "impl": "kernels",
@@ -42,3 +47,19 @@ def test_a_failed_row_is_reported_and_judged_nowhere():
     assert "failed: RuntimeError: capture failed" in failed
     (references,) = [line for line in lines if "(references)" in line]
     assert "100.000" in references
+
+
+def test_an_unbound_row_is_listed_apart_and_judged_nowhere():
+    report = {"rows": ROWS, "checks": {}, "verdicts": verdicts(ROWS)}
+    assert [v["ms"] for v in report["verdicts"] if v["mode"] == "eager"] == [25.0]
+    (unbound,) = [line for line in table(report).splitlines() if "ops per call" in line]
+    assert "30.000" in unbound
+
+
+def test_calling_ops_per_call_replaces_every_call_site_of_every_layer():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Conv2d(3, 4, 1))
+    prepare(model, "fp8_dynamic")
+    sites = {name for layer in model for name in vars(layer) if name.endswith("_slots")}
+    assert sites  # the layers' weight and input sites
+    calling_ops_per_call(model)
+    assert all(getattr(layer, name) is ops for layer in model for name in sites)
