@@ -37,7 +37,7 @@ TRACEABLE = [(op, impl.name) for op in registry._impls for impl in registry.regi
 
 #: The deterministic MSDA backward hands its kernels the fixed-point accumulator past its header
 #: and they read the header before the view's start. The fix (1e8b6a5) is parked until the two
-#: MSDA records are re-recorded on a GPU: ``git revert`` of the commit that parked it restores it.
+#: MSDA records are re-recorded on a GPU (benchmarks/NOTES.md says how to restore it).
 _VIEW_PAST_HEADER = pytest.mark.xfail(
     strict=True, reason="the deterministic MSDA backward's kernels take the accumulator past its "
     "header (deterministic.accumulator) and read the header before it")
