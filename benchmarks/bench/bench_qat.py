@@ -60,9 +60,8 @@ from benchmarks.bench.qat_models import (  # noqa: E402
     selection,
     yolo_batch,
 )
-from libreyolo.kernels import ops  # noqa: E402
 from libreyolo.nn.quantized import calibrate, prepare  # noqa: E402
-from libreyolo.nn.slot_sites import SlotSite  # noqa: E402
+from libreyolo.nn.slot_sites import calling_ops_per_call  # noqa: E402
 
 RECIPES = ("w8a8_int8", "fp8_dynamic", "mxfp4")
 TARGET_VS_REFERENCE, TARGET_VS_UNQUANTIZED = 2.0, 1.3
@@ -105,15 +104,6 @@ MODES = ("eager", "compiled", "reduce-overhead", "graphed")
 UNBOUND = "kernels-unbound"
 APART = {"reference": "references", UNBOUND: "kernels, ops per call"}
 
-
-def calling_ops_per_call(model):
-    """``model`` with each layer's call sites replaced by ``ops``, as the layers called their
-    slots before they were bound (``--unbound``)."""
-    for layer in model.modules():
-        for name, value in list(vars(layer).items()):
-            if isinstance(value, SlotSite):
-                setattr(layer, name, ops)
-    return model
 
 
 def make_step(model, optimizer, inputs, target, mode="eager"):

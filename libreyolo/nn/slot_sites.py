@@ -16,6 +16,7 @@ selects afresh; nothing of a site is in a state dict.
 
 from __future__ import annotations
 
+from libreyolo.kernels import ops
 from libreyolo.kernels.bound import BoundSlot
 
 
@@ -38,3 +39,14 @@ class SlotSite:
 
     def __repr__(self) -> str:
         return f"SlotSite({', '.join(map(repr, self.__dict__.values()))})"
+
+
+def calling_ops_per_call(model):
+    """``model`` with each layer's call sites replaced by ``ops``, as the layers called their
+    slots before they were bound: the whole selection on every call. For measuring what binding
+    saves (``benchmarks/bench/bench_qat.py --unbound``) and checking it changes no bits."""
+    for layer in model.modules():
+        for name, value in list(vars(layer).items()):
+            if isinstance(value, SlotSite):
+                setattr(layer, name, ops)
+    return model

@@ -4,11 +4,8 @@ with its error and judged nowhere; ``--unbound``'s rows (the layers calling ``op
 are listed apart and judged nowhere."""
 
 import pytest
-import torch
 
-from benchmarks.bench.bench_qat import UNBOUND, calling_ops_per_call, table, verdicts
-from libreyolo.kernels import ops
-from libreyolo.nn.quantized import prepare
+from benchmarks.bench.bench_qat import UNBOUND, table, verdicts
 
 
 def _row(mode, recipe, ms, impl="kernels"):
@@ -55,11 +52,3 @@ def test_an_unbound_row_is_listed_apart_and_judged_nowhere():
     (unbound,) = [line for line in table(report).splitlines() if "ops per call" in line]
     assert "30.000" in unbound
 
-
-def test_calling_ops_per_call_replaces_every_call_site_of_every_layer():
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Conv2d(3, 4, 1))
-    prepare(model, "fp8_dynamic")
-    sites = {name for layer in model for name in vars(layer) if name.endswith("_slots")}
-    assert sites  # the layers' weight and input sites
-    calling_ops_per_call(model)
-    assert all(getattr(layer, name) is ops for layer in model for name in sites)

@@ -24,7 +24,7 @@ import torch
 from libreyolo.kernels import KernelDisabledWarning, ops, settings
 from libreyolo.kernels import bound as bound_module
 from libreyolo.nn.quantized import convert, prepare
-from libreyolo.nn.slot_sites import SlotSite
+from libreyolo.nn.slot_sites import SlotSite, calling_ops_per_call
 from tests.kernels import test_bound_calls as bound_calls
 
 from .finalized_cases import FORMATS, LAYERS, finalize
@@ -65,11 +65,7 @@ def _sites(model):
 
 def _unbound(model):
     """A copy of ``model`` whose layers call ``ops`` (the whole selection on every call)."""
-    model = copy_model(model)
-    for layer in model.modules():
-        for name in [n for n in vars(layer) if n.endswith("_slots")]:
-            setattr(layer, name, ops)
-    return model
+    return calling_ops_per_call(copy_model(model))
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -277,3 +273,12 @@ def test_a_layer_compiles_whole_with_the_eager_bits(stage, eager_first):
         torch._dynamo.reset()
         compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
         assert_same_bits(compiled(x[1]), layer(x[1]))
+
+
+def test_calling_ops_per_call_replaces_every_call_site_of_every_layer():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Conv2d(3, 4, 1))
+    prepare(model, "fp8_dynamic")
+    sites = {name for layer in model for name in vars(layer) if name.endswith("_slots")}
+    assert sites  # the layers' weight and input sites
+    calling_ops_per_call(model)
+    assert all(getattr(layer, name) is ops for layer in model for name in sites)
