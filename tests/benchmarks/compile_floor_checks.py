@@ -10,19 +10,13 @@ be set before any kernel module is imported). By hand:
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
+from tests.interpreter_marks import INTERPRETER_ONLY
+
 pytest.importorskip("triton")
-pytestmark = [
-    pytest.mark.interpreter,
-    pytest.mark.skipif(
-        os.environ.get("TRITON_INTERPRET") != "1",
-        reason="needs TRITON_INTERPRET=1 in the environment (see the module docstring)",
-    ),
-]
+pytestmark = INTERPRETER_ONLY
 
 from benchmarks.bench.compile_floor import floor_op  # noqa: E402
 from libreyolo.kernels import ops, registry  # noqa: E402

@@ -12,19 +12,13 @@ the others run the same kernel with large tiles so the interpreter stays fast.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
+from tests.interpreter_marks import INTERPRETER_ONLY
+
 pytest.importorskip("triton")
-pytestmark = [
-    pytest.mark.interpreter,
-    pytest.mark.skipif(
-        os.environ.get("TRITON_INTERPRET") != "1",
-        reason="needs TRITON_INTERPRET=1 in the environment (see the module docstring)",
-    ),
-]
+pytestmark = INTERPRETER_ONLY
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
