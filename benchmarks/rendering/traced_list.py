@@ -1,6 +1,6 @@
 """``python -m benchmarks.rendering.traced_list JUNIT.xml RUN [--out TOML]``: the
-``libreyolo/kernels/traced_on_cuda.toml`` a CUDA run of ``tests/kernels/test_traced_kernels_cuda.py``
-supports.
+``libreyolo/kernels/traced_on_cuda.toml`` a CUDA run of
+``tests/kernels/test_traced_kernels_cuda.py`` supports.
 
 JUNIT.xml is that run's ``--junitxml``; RUN names it (card, torch, triton, date). An
 implementation is listed when its traced test passed (the test records ``slot/name`` as the
