@@ -27,6 +27,7 @@ from typing import Optional
 import torch
 
 from libreyolo.capture import tracing_kernels
+from libreyolo.kernels.operators import autograd_formula
 from libreyolo.kernels.prepared import Prepared
 from libreyolo.kernels.slots import get_slot
 
@@ -40,7 +41,8 @@ ANNOTATIONS = {"Tensor": torch.Tensor, "Tensor?": Optional[torch.Tensor],  # noq
 def floor_op(slot_name: str, impl):
     """``torch.ops.libreyolo_floor.<slot>__<implementation>``: ``impl`` (an in-tree traceable
     implementation of ``slot_name``, as ``registry.choose`` returns it) as a bare ``triton_op``,
-    with its backward as a second one where ``impl`` declares one and the slot is differentiable.
+    with its backward as a second one where ``impl`` declares one and the slot is differentiable
+    (under the slot operator's own gradient formula, ``operators.autograd_formula``).
     Made once per (slot, implementation): an op name is defined once per process."""
     slot = get_slot(slot_name)
     if impl.op != slot_name:
@@ -56,8 +58,8 @@ def floor_op(slot_name: str, impl):
 
     op = _triton_op(f"{NAMESPACE}::{name}", forward, slot, torch.Tensor)
     if slot.differentiable and impl.backward is not None:
-        backward_op = _backward_op(name, impl, slot)
-        op.register_autograd(_autograd(slot, backward_op), setup_context=_setup_context)
+        backward, setup_context = autograd_formula(slot, _backward_op(name, impl, slot))
+        op.register_autograd(backward, setup_context=setup_context)
     return op
 
 
@@ -97,36 +99,6 @@ def _triton_op(qualified: str, body, slot, returns, *, grad: bool = False):
     body.__signature__ = inspect.Signature(parameters, return_annotation=returns)
     body.__name__ = body.__qualname__ = qualified.split("::")[1]
     return torch.library.triton_op(qualified, body, mutates_args=())
-
-
-def _setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    tensors = [i for i, value in enumerate(inputs) if isinstance(value, torch.Tensor)]
-    ctx.tensor_positions = tensors
-    ctx.others = {i: value for i, value in enumerate(inputs) if i not in tensors}
-    ctx.keywords = dict(keyword_only_inputs or {})
-    ctx.save_for_backward(*(inputs[i] for i in tensors))
-
-
-def _autograd(slot, backward_op):
-    """The forward op's gradient formula: the backward op on the saved inputs, each gradient at
-    its differentiable input's position (the other inputs get None)."""
-    names = tuple(slot.signature.parameters)
-    positions = [names.index(name) for name in slot.differentiable]
-
-    def backward(ctx, grad):
-        inputs = [None] * (len(ctx.tensor_positions) + len(ctx.others))
-        for i, value in zip(ctx.tensor_positions, ctx.saved_tensors, strict=True):
-            inputs[i] = value
-        for i, value in ctx.others.items():
-            inputs[i] = value
-        grads = backward_op(grad, *inputs, **ctx.keywords)
-        grads = grads if isinstance(grads, tuple) else (grads,)
-        out = [None] * len(inputs)
-        for position, g in zip(positions, grads, strict=True):
-            out[position] = g
-        return tuple(out)
-
-    return backward
 
 
 def _unaliased(out: torch.Tensor, inputs: tuple) -> torch.Tensor:

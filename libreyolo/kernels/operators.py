@@ -218,10 +218,14 @@ def _backward_fake(slot: Slot):
     return fake
 
 
-def _autograd(slot: Slot):
+def autograd_formula(slot: Slot, backward_op):
+    """``(backward, setup_context)`` for an operator with ``slot``'s signature, whose gradients
+    come from ``backward_op(grad, *arguments)`` (one per differentiable input, in order): each
+    gradient at its input's position, where autograd needs it and the declaration lets it flow
+    (``Slot.gradient_flows``). Also the formula of ``benchmarks/bench/compile_floor.py``'s bare
+    ops, so the floor's backward is asked for what a slot call's is."""
     names = tuple(slot.signature.parameters)
     positions = [names.index(name) for name in slot.differentiable]
-    backward_op = f"{slot.name}_backward"
 
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
         inputs = (*inputs, *(keyword_only_inputs or {}).values())
@@ -238,8 +242,8 @@ def _autograd(slot: Slot):
         for i, value in ctx.others.items():
             inputs[i] = value
         arguments = dict(zip(names, inputs, strict=True))
-        grads = operator(backward_op)(grad, *inputs[:ctx.positional],
-                                      **dict(list(arguments.items())[ctx.positional:]))
+        grads = backward_op(grad, *inputs[:ctx.positional],
+                            **dict(list(arguments.items())[ctx.positional:]))
         grads = grads if isinstance(grads, tuple) else (grads,)
         out = [None] * ctx.positional  # keyword-only inputs get no gradient slot
         for position, name, g in zip(positions, slot.differentiable, grads, strict=True):
@@ -262,7 +266,7 @@ def _define(slot: Slot) -> None:
                       "CompositeExplicitAutograd")
         torch.library.register_fake(f"{qualified}_backward", _backward_fake(slot),
                                     lib=_library)
-        backward, setup_context = _autograd(slot)
+        backward, setup_context = autograd_formula(slot, operator(f"{slot.name}_backward"))
         torch.library.register_autograd(qualified, backward, setup_context=setup_context,
                                         lib=_library)
     traced.install(slot, _library, _as_called)
