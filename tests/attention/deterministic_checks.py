@@ -456,7 +456,7 @@ def float_bits(x: float) -> int:
 def test_the_header_holds_the_maxima_bit_patterns():
     grad = torch.tensor([[0.5, -3.0, 2.0]])
     weights = torch.tensor([[[[0.25, -0.75]]]])  # (1, 1, 1, 2): N = 1 query x 2 points
-    fixed, _ = deterministic.accumulator(torch.zeros(4))
+    fixed = deterministic.accumulator(torch.zeros(4))
     deterministic.write_bound({}, fixed, grad, weights)
     assert fixed[:2].tolist() == [float_bits(3.0 * 2), float_bits(0.75)]
     grad[0, 1] = float("nan")
@@ -469,11 +469,11 @@ def test_the_header_holds_the_maxima_bit_patterns():
                                                  (2.0**-80, -64), (3e38, 128)])
 def test_the_conversion_scales_by_the_power_of_two_the_bound_gives(bound, exponent):
     """``out = fixed * 2**(e - 62)`` with ``e = ceil(log2 B)``, clamped at -64; exact."""
-    fixed, body = deterministic.accumulator(torch.zeros(3))
+    fixed = deterministic.accumulator(torch.zeros(3))
     fixed[0], fixed[1] = float_bits(bound), float_bits(1.0)
-    body.copy_(torch.tensor([1, -3, 2**40]))
+    fixed[deterministic.HEADER:] = torch.tensor([1, -3, 2**40])
     out = torch.full((3,), float("nan"))
-    deterministic.to_float({}, body, out)
+    deterministic.to_float({}, fixed, out)
     unit = 2.0 ** (exponent - 62)
     assert out.tolist() == [unit, -3 * unit, 2**40 * unit]
     assert math.isfinite(unit) and unit > 0

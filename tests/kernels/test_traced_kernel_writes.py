@@ -35,15 +35,6 @@ kernel_wrap = pytest.importorskip("torch._higher_order_ops.triton_kernel_wrap")
 TRACEABLE = [(op, impl.name) for op in registry._impls for impl in registry.registered(op)
              if impl.traceable and impl.origin == IN_TREE]
 
-#: The deterministic MSDA backward hands its kernels the fixed-point accumulator past its header
-#: and they read the header before the view's start. The fix (1e8b6a5) is parked until the two
-#: MSDA records are re-recorded on a GPU (benchmarks/NOTES.md says how to restore it).
-_VIEW_PAST_HEADER = pytest.mark.xfail(
-    strict=True, reason="the deterministic MSDA backward's kernels take the accumulator past its "
-    "header (deterministic.accumulator) and read the header before it")
-_PART_OF_A_BUFFER = {"ms_deform_attn": _VIEW_PAST_HEADER,
-                     "ms_deform_attn_ragged": _VIEW_PAST_HEADER}
-
 
 class _Sm90:
     """The active driver's one answer the analysis asks for (the CPU has no CUDA driver)."""
@@ -121,9 +112,7 @@ def test_a_traced_launch_writes_no_tensor_the_slot_was_given(op, name, monkeypat
                              f"{sorted(wrongly)}, tensors the slot was given")
 
 
-@pytest.mark.parametrize(("op", "name"), [
-    pytest.param(op, name, marks=_PART_OF_A_BUFFER.get(op, ()), id=f"{op}/{name}")
-    for op, name in TRACEABLE])
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
 def test_a_traced_launch_is_handed_whole_buffers(op, name, monkeypatch):
     launches, inputs = _recorded_launches(op, name, monkeypatch)
     for kernel, arguments in launches:

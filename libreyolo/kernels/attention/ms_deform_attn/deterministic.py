@@ -16,14 +16,14 @@ host flag, read per call), the classic and ragged Triton backwards take this pat
    four corners are four different pixels of its own level, so an element is hit at most once
    per sample, and only by its (batch, head)'s queries' samples of its level.
 3. The backward kernel runs unchanged but for its value gradient's pointer, which is ``fixed``
-   past its header: each contribution ``c`` (the float32 the atomic backward would add, computed
-   the same way) becomes ``round(c * s)`` (to nearest, ties to even) and is added with an int64
-   atomic. Integer addition is associative, so any order gives the same sum. The scale ``s`` is
-   a power of two made from the header in each program: ``B = fl(H0 * H1)`` bounds
-   ``N * max|c|`` (bilinear corner weights are at most 1, discrete sampling has none),
+   (it adds past the header): each contribution ``c`` (the float32 the atomic backward would
+   add, computed the same way) becomes ``round(c * s)`` (to nearest, ties to even) and is added
+   with an int64 atomic. Integer addition is associative, so any order gives the same sum. The
+   scale ``s`` is a power of two made from the header in each program: ``B = fl(H0 * H1)``
+   bounds ``N * max|c|`` (bilinear corner weights are at most 1, discrete sampling has none),
    ``e = ceil(log2 B)`` (at least ``MIN_EXPONENT = -64``) and ``s = 2**(62 - e)``: every partial
-   sum stays below ``2**62 (1 + 6u) + N / 2`` (``u = 2**-24``: the roundings of ``c`` and ``B``),
-   inside int64's ``2**63``.
+   sum stays below ``2**62 (1 + 6u) + N / 2`` (``u = 2**-24``: the roundings of ``c`` and
+   ``B``), inside int64's ``2**63``.
 4. ``fixed_point_to_float_kernel`` writes ``float32(fixed) / s`` (the conversion rounds once, the
    multiply by ``2**(e - 62)`` is exact) into the float32 gradient buffer, cast to the input dtype
    as the atomic backward casts it.
@@ -143,10 +143,10 @@ def fixed_point_error_bound(grad_out: torch.Tensor, attention_weights: torch.Ten
     return hits_bound(attention_weights) / 2 * 2.0 ** (exponent - FIXED_BITS)
 
 
-def accumulator(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the zeroed int64 buffer, its value-shaped part past the header)."""
-    fixed = value.new_zeros(HEADER + value.numel(), dtype=torch.int64)
-    return fixed, fixed[HEADER:].view(value.shape)
+def accumulator(value: torch.Tensor) -> torch.Tensor:
+    """The zeroed int64 buffer: its header, then one element per element of ``value``. Kernels
+    take it whole, never a view past the header (``deterministic_kernels``' module docstring)."""
+    return value.new_zeros(HEADER + value.numel(), dtype=torch.int64)
 
 
 def write_bound(launches: dict, fixed: torch.Tensor, grad_out: torch.Tensor,
@@ -163,14 +163,14 @@ def write_bound(launches: dict, fixed: torch.Tensor, grad_out: torch.Tensor,
     launch(grad_out, attention_weights, fixed)
 
 
-def to_float(launches: dict, body: torch.Tensor, out: torch.Tensor) -> None:
-    """``out`` (float32, ``body``'s shape) = the fixed-point value gradient ``body`` in floats,
-    by the launch kept in ``launches`` (the plan's, which fixes ``body``'s size and device)."""
+def to_float(launches: dict, fixed: torch.Tensor, out: torch.Tensor) -> None:
+    """``out`` (float32) = the fixed-point value gradient of the accumulator ``fixed`` in floats,
+    by the launch kept in ``launches`` (the plan's, which fixes ``out``'s size and device)."""
     launch = launches.get("fixed-point to float") or launches.setdefault(
         "fixed-point to float", Launcher(
-            _kernels().fixed_point_to_float_kernel, (cdiv(body.numel(), CONVERT_BLOCK),), body,
-            out, body.numel(), BLOCK=CONVERT_BLOCK, num_warps=NUM_WARPS))
-    launch(body, out)
+            _kernels().fixed_point_to_float_kernel, (cdiv(out.numel(), CONVERT_BLOCK),), fixed,
+            out, out.numel(), BLOCK=CONVERT_BLOCK, num_warps=NUM_WARPS))
+    launch(fixed, out)
 
 
 def gradients(launch_for, plan, value, sampling_locations, attention_weights, grad_out,
@@ -180,12 +180,12 @@ def gradients(launch_for, plan, value, sampling_locations, attention_weights, gr
     int64 one: the value gradient passed is the accumulator), ``buffers`` the float32 value
     gradient (every element is stored here) and the location and weight gradients."""
     grad_value, grad_locations, grad_weights = buffers
-    fixed, body = accumulator(value)
+    fixed = accumulator(value)
     write_bound(plan.launches, fixed, grad_out, attention_weights)
-    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, body,
+    tensors = (value, plan.shapes, sampling_locations, attention_weights, grad_out, fixed,
                grad_locations, grad_weights)
     launch_for(plan, tensors)(*tensors)
-    to_float(plan.launches, body, grad_value)
+    to_float(plan.launches, fixed, grad_value)
     if value.dtype is not torch.float32:
         grad_value = grad_value.to(value.dtype)
     return grad_value, grad_locations, grad_weights

@@ -3,10 +3,14 @@ design, its error bound and its NaN rule). Imports triton.
 
 The accumulator is an int64 tensor of ``HEADER + value.numel()`` elements: the header holds the
 two maxima the scale is made from (float32 bit patterns, written by ``gradient_bound_kernel``),
-the rest the value gradient in units of ``1 / scale``. Kernels are handed a pointer past the
-header, so the backward's helpers find it at ``grad_value_ptr - HEADER`` and the backward kernels
-keep their signature: whether a backward accumulates in float32 atomics or in fixed point is the
-value gradient pointer's element type, a compile-time fact (one compiled kernel for each).
+the rest the value gradient in units of ``1 / scale``. Every kernel is handed the whole
+accumulator and finds the header at its start and the value gradient ``HEADER`` elements on,
+never a view past the header: a compiled graph copies a view that a kernel writes without the
+memory around it, and a header read before the view's start then read whatever preceded the copy
+(under inductor the value gradient came out 2**106 times too large: ``benchmarks/NOTES.md``). The
+backward kernels keep their signature: whether a backward accumulates in float32 atomics or in
+fixed point is the value gradient pointer's element type, a compile-time fact (one compiled
+kernel for each).
 
 Every kernel here works the scale out from the header with the same integer and float32
 operations, so each gets the same bits without a host sync or another launch.
@@ -50,12 +54,13 @@ def _power_of_two(exponent):
 
 @triton.jit
 def fixed_point_scale(grad_value_ptr):
-    """The scale of a fixed-point (int64) value gradient, ``2**(FIXED_BITS - e)``, or 0 when the
-    bound is not finite (contributions are then dropped; the conversion makes them NaN). For a
-    float32 value gradient (the atomic backward) 0.0, unused: nothing is loaded."""
+    """The scale of a fixed-point (int64) value gradient, the accumulator ``grad_value_ptr``:
+    ``2**(FIXED_BITS - e)``, or 0 when the bound is not finite (contributions are then dropped;
+    the conversion makes them NaN). For a float32 value gradient (the atomic backward) 0.0,
+    unused: nothing is loaded."""
     scale = 0.0
     if grad_value_ptr.dtype.element_ty == tl.int64:
-        exponent, finite = _header_exponent(grad_value_ptr - HEADER)
+        exponent, finite = _header_exponent(grad_value_ptr)
         # the tensor first: the interpreter's constexpr - tensor is a constexpr
         scale = tl.where(finite, _power_of_two(-exponent + FIXED_BITS), 0.0)
     return scale
@@ -74,13 +79,14 @@ def _to_fixed_point(contribution, scale):
 
 @triton.jit
 def add_value_gradient(pointers, contribution, mask, scale):
-    """Add float32 ``contribution`` to the value gradient at ``pointers``: float32 atomic adds
-    (the atomic backward: the order of the adds, hence the bits, varies run to run), or int64
-    atomic adds of its fixed-point value when the gradient is the int64 accumulator (integer
-    addition is associative: any order gives the same bits). ``scale`` is
-    ``fixed_point_scale(grad_value_ptr)``."""
+    """Add float32 ``contribution`` to the value gradient at ``pointers`` (the value gradient's
+    pointer plus the elements' offsets): float32 atomic adds (the atomic backward: the order of the
+    adds, hence the bits, varies run to run), or int64 atomic adds of its fixed-point value when
+    the gradient is the int64 accumulator, past its header (integer addition is associative: any
+    order gives the same bits). ``scale`` is ``fixed_point_scale(grad_value_ptr)``."""
     if pointers.dtype.element_ty == tl.int64:
-        tl.atomic_add(pointers, _to_fixed_point(contribution, scale), mask=mask, sem="relaxed")
+        tl.atomic_add(pointers + HEADER, _to_fixed_point(contribution, scale), mask=mask,
+                      sem="relaxed")
     else:
         tl.atomic_add(pointers, contribution, mask=mask)
 
@@ -112,10 +118,11 @@ def gradient_bound_kernel(grad_out_ptr, weights_ptr, fixed_ptr, grad_count, weig
 def fixed_point_to_float_kernel(fixed_ptr, out_ptr, count, BLOCK: tl.constexpr):
     """Grid: (cdiv(count, BLOCK),). ``out = float32(fixed) * 2**(e - FIXED_BITS)``: the int64 to
     float32 conversion rounds once (to nearest), the multiply by a power of two is exact. NaN
-    everywhere when the bound is not finite. ``fixed_ptr`` points past the header."""
-    exponent, finite = _header_exponent(fixed_ptr - HEADER)
+    everywhere when the bound is not finite. ``fixed_ptr`` is the whole accumulator, ``count``
+    the elements past its header."""
+    exponent, finite = _header_exponent(fixed_ptr)
     unit = tl.where(finite, _power_of_two(exponent - FIXED_BITS), float("nan"))
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < count
-    fixed = tl.load(fixed_ptr + offsets, mask=mask, other=0)
+    fixed = tl.load(fixed_ptr + HEADER + offsets, mask=mask, other=0)
     tl.store(out_ptr + offsets, fixed.to(tl.float32) * unit, mask=mask)
