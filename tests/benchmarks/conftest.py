@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 import torch
 
+import libreyolo.kernels
 from libreyolo.kernels import registry
 
 
@@ -24,7 +28,11 @@ def launches_stubbed(monkeypatch):
     registry memoizes its environment checks (``docs/kernels.md``: ``clear_cache()`` re-evaluates
     them), and the Triton providers' check reads ``TRITON_INTERPRET``: cleared on the way in, so
     an earlier "no CUDA device" does not stick, and on the way out, so this test's answer does
-    not outlive it in a worker that runs other tests after it."""
+    not outlive it in a worker that runs other tests after it. ``triton.jit`` reads the variable
+    when a kernel module is imported: the kernel modules are imported first, or one imported
+    under the fixture would stay interpreted for the worker's later tests (it failed
+    ``test_traced_kernel_writes.py``, which builds the kernels for sm_90)."""
+    _import_kernel_modules()
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.delenv("LIBREYOLO_KERNELS", raising=False)
     from libreyolo.kernels import triton_launch
@@ -34,3 +42,10 @@ def launches_stubbed(monkeypatch):
     yield
     monkeypatch.undo()
     registry.clear_cache()
+
+
+def _import_kernel_modules() -> None:
+    """Every Triton kernel module of the package (by convention named ``*kernels``)."""
+    for module in pkgutil.walk_packages(libreyolo.kernels.__path__, "libreyolo.kernels."):
+        if module.name.endswith("kernels"):
+            importlib.import_module(module.name)
