@@ -144,11 +144,13 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_capability())"' ;;
             tests/integrations/test_transformers_wiring_cuda.py} ;;
     traced)
         # which in-tree implementations compile to their own kernels (tests/kernels/
-        # test_traced_kernels_cuda.py traces every traceable one), rendered as the
+        # test_traced_kernels_cuda.py traces every traceable one; test_traced_kernel_code.py
+        # checks inductor builds the code the eager launch runs), rendered as the
         # traced_on_cuda.toml that run supports: into $OUT, into this tree for the stages after
         # it, and into build/ (ignored, so kept on a warm machine) for the next call's stages
         run traced 300 python3 -m pytest -v -rs -n 4 -p no:cacheprovider \
-            --junitxml="$LOGS/traced.xml" tests/kernels/test_traced_kernels_cuda.py
+            --junitxml="$LOGS/traced.xml" tests/kernels/test_traced_kernels_cuda.py \
+            tests/kernels/test_traced_kernel_code.py
         python3 -m benchmarks.rendering.traced_list "$LOGS/traced.xml" "$(python3 -c "import \
 torch, triton, time; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', \
 triton.__version__, time.strftime('%Y-%m-%d'))")" --out "$OUT/traced_on_cuda.toml" \

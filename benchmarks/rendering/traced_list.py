@@ -1,14 +1,17 @@
-"""``python -m benchmarks.rendering.traced_list JUNIT.xml RUN [--out TOML]``: the
-``libreyolo/kernels/traced_on_cuda.toml`` a CUDA run of
-``tests/kernels/test_traced_kernels_cuda.py`` supports.
+"""``python -m benchmarks.rendering.traced_list JUNIT.xml [JUNIT.xml ...] RUN [--out TOML]``:
+the ``libreyolo/kernels/traced_on_cuda.toml`` a CUDA run of
+``tests/kernels/test_traced_kernels_cuda.py`` and ``tests/kernels/test_traced_kernel_code.py``
+supports.
 
-JUNIT.xml is that run's ``--junitxml``; RUN names it (card, torch, triton, date). An
-implementation is listed when its traced test passed (the test records ``slot/name`` as the
-``traced`` property), its inductor-compiled test passed (``compiled``: a traced graph can hold the
-kernels and still round differently once inductor fuses the torch ops around them) and, for a
-slot the reduce-overhead test covers, that test passed too (the ``replayed`` property). A failed,
-skipped or missing test lists nothing: the list only grows from a passing run. Standard library
-only, like the tables.
+Each JUNIT.xml is a ``--junitxml`` of that run (one file or several); RUN names it (card, torch,
+triton, date). An implementation is listed when its traced test passed (the test records
+``slot/name`` as the ``traced`` property), its inductor-compiled test passed (``compiled``: a
+traced graph can hold the kernels and still round differently once inductor fuses the torch ops
+around them), its kernels compile under inductor to the code its eager launches run
+(``same_code``: inductor drops a launch's ``enable_fp_fusion``, so a kernel that depends on it can
+pass the compiled test on its data and differ on others) and, for a slot the reduce-overhead test
+covers, that test passed too (the ``replayed`` property). A failed, skipped or missing test lists
+nothing: the list only grows from a passing run. Standard library only, like the tables.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def _properties(case: ElementTree.Element) -> dict[str, str]:
 
 def validated(junit: ElementTree.Element) -> list[str]:
     """``slot/name`` of each implementation the run validated, sorted."""
-    traced, compiled, replay_tested, replayed = set(), set(), set(), set()
+    traced, compiled, same_code, replay_tested, replayed = set(), set(), set(), set(), set()
     for case in junit.iter("testcase"):
         name = case.get("name", "")
         props = _properties(case)
@@ -46,7 +49,9 @@ def validated(junit: ElementTree.Element) -> list[str]:
             traced.add(props["traced"])
         elif _passed(case) and "compiled" in props:
             compiled.add(props["compiled"])
-    return sorted(entry for entry in traced & compiled
+        elif _passed(case) and "same_code" in props:
+            same_code.add(props["same_code"])
+    return sorted(entry for entry in traced & compiled & same_code
                   if entry.split("/")[0] not in replay_tested or entry.split("/")[0] in replayed)
 
 
@@ -62,11 +67,13 @@ def render(entries: list[str], run: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("junit", type=Path)
+    parser.add_argument("junit", type=Path, nargs="+")
     parser.add_argument("run", help="the validating run: card, torch, triton, date")
     parser.add_argument("--out", type=Path, help="where to write the toml (default: stdout)")
     args = parser.parse_args(argv)
-    entries = validated(ElementTree.parse(args.junit).getroot())
+    merged = ElementTree.Element("testsuites")
+    merged.extend(ElementTree.parse(path).getroot() for path in args.junit)
+    entries = validated(merged)
     text = render(entries, args.run)
     if args.out:
         args.out.write_text(text)

@@ -22,69 +22,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_operators import slot_inputs
-from torch._subclasses.fake_tensor import FakeTensorMode
-
-from libreyolo.capture import tracing_kernels
-from libreyolo.kernels import registry, triton_launch
-from libreyolo.kernels.providers import IN_TREE
+from traced_launches import TRACEABLE, TRACEABLE_IDS, recorded_launches
 
 triton = pytest.importorskip("triton")
 kernel_wrap = pytest.importorskip("torch._higher_order_ops.triton_kernel_wrap")
-
-TRACEABLE = [(op, impl.name) for op in registry._impls for impl in registry.registered(op)
-             if impl.traceable and impl.origin == IN_TREE]
-
-
-class _Sm90:
-    """The active driver's one answer the analysis asks for (the CPU has no CUDA driver)."""
-
-    def get_current_target(self):
-        from triton.backends.compiler import GPUTarget
-
-        return GPUTarget("cuda", 90, 32)
-
-
-def _run_traced(op: str, impl) -> list[torch.Tensor]:
-    """Run ``impl`` on the slot's small case as a compiled graph traces it (fake tensors), its
-    backward too, with deterministic algorithms off and on; the tensors the slot was given (the
-    upstream gradient too)."""
-    args, kwargs = slot_inputs(op, "cpu")
-    with FakeTensorMode(allow_non_fake_inputs=True), tracing_kernels(), torch.no_grad():
-        given = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in args]
-        plan = impl.accepts(*given, **kwargs) if impl.accepts is not None else None
-        assert not isinstance(plan, str), plan
-        prepared = {} if plan is None else {"prepared": plan}
-        out = impl.fn(*given, **prepared, **kwargs)
-        first = out[0] if isinstance(out, tuple) else out
-        inputs = [a for a in given if isinstance(a, torch.Tensor)]
-        if impl.backward is not None:
-            grad = torch.empty_like(first)
-            inputs.append(grad)
-            before = torch.are_deterministic_algorithms_enabled()
-            try:
-                for deterministic in (False, True):
-                    torch.use_deterministic_algorithms(deterministic, warn_only=True)
-                    impl.backward(grad, *given, **prepared, **kwargs)
-            finally:
-                torch.use_deterministic_algorithms(before)
-    return inputs
-
-
-def _recorded_launches(op: str, name: str, monkeypatch) -> tuple[list, list[torch.Tensor]]:
-    """Every ``(kernel, arguments)`` a traced ``op``/``name`` launches, and the tensors the slot
-    was given (skips where it launches no Triton kernel while traced)."""
-    impl = next(i for i in registry.registered(op) if i.name == name)
-    recorded = []
-    monkeypatch.setattr(triton_launch, "_traced_launch",
-                        lambda kernel, grid, args, kwargs: recorded.append((kernel, args, kwargs)))
-    monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
-    inputs = _run_traced(op, impl)
-    if not recorded:
-        pytest.skip(f"{op}/{name} launches no Triton kernel while traced")
-    # the positional arguments come first, the constexprs follow by keyword
-    return [(kernel, {**dict(zip(kernel.arg_names, args, strict=False)), **kwargs})
-            for kernel, args, kwargs in recorded], inputs
 
 
 def _is_given(tensor: torch.Tensor, inputs: list[torch.Tensor]) -> bool:
@@ -102,9 +43,9 @@ def _written(kernel, arguments: dict) -> set[str]:
     return set(kernel_wrap.identify_mutated_tensors(kernel, dict(arguments), {}))
 
 
-@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=TRACEABLE_IDS)
 def test_a_traced_launch_writes_no_tensor_the_slot_was_given(op, name, monkeypatch):
-    launches, inputs = _recorded_launches(op, name, monkeypatch)
+    launches, inputs = recorded_launches(op, name, monkeypatch)
     for kernel, arguments in launches:
         given = {k for k, v in arguments.items() if _is_given(v, inputs)}
         wrongly = _written(kernel, arguments) & given
@@ -112,9 +53,9 @@ def test_a_traced_launch_writes_no_tensor_the_slot_was_given(op, name, monkeypat
                              f"{sorted(wrongly)}, tensors the slot was given")
 
 
-@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=[f"{op}/{name}" for op, name in TRACEABLE])
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=TRACEABLE_IDS)
 def test_a_traced_launch_is_handed_whole_buffers(op, name, monkeypatch):
-    launches, inputs = _recorded_launches(op, name, monkeypatch)
+    launches, inputs = recorded_launches(op, name, monkeypatch)
     for kernel, arguments in launches:
         for argument, tensor in arguments.items():
             if not isinstance(tensor, torch.Tensor) or _is_given(tensor, inputs):
