@@ -336,10 +336,11 @@ def model_tolerance(family: Family, dtype: str, stock, arguments: dict, expected
     """The wired model's tolerance around the stock's forward ``expected`` on a GPU: float32,
     :data:`MODEL_ATOL`; bf16 autocast where the queries are selected after the sites,
     :class:`WithinStockError` around ``stock`` (unwired) run in float32, free and with the bf16
-    forward's selection. The other families keep :data:`MODEL_ATOL`'s bf16 tolerance: they select
-    their queries (RT-DETR's kin: the top-k of proposals scored before any site) identically in
-    both bf16 models, but not in float32, whose forward could not be made to decode the bf16
-    forward's queries, so a float32 oracle there would measure another query, not a rounding."""
+    forward's selection. The other families keep :data:`MODEL_ATOL`'s bf16 tolerance: both bf16
+    models decode the same queries (the top-k of proposals scored before any site, RT-DETR's kin,
+    or Deformable DETR's learned ones), and only :func:`selecting` makes a float32 forward decode
+    the bf16 one's: RT-DETR's kin would select others in float32, and a float32 oracle would
+    measure another query, not a rounding."""
     if dtype == "fp32" or not family.selects_after_sites:
         return Absolute(MODEL_ATOL[dtype])
     device = arguments["pixel_values"].device.type
