@@ -484,6 +484,7 @@ def main(argv=None):
                     args.out.write_text(json.dumps(report, indent=2, default=str))
         del model
         torch.cuda.empty_cache()
+    args.out.write_text(json.dumps(report, indent=2, default=str))  # the rows left unmeasured too
     print(table(report["rows"]))
     if report["not_measured"]:
         print(f"not measured (budget): {report['not_measured']}")

@@ -4,6 +4,7 @@ ceiling is a few percent (docs/detectors.md, "Speed")."""
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -75,3 +76,13 @@ def test_the_stock_logits_outlive_the_wired_step():
 
     assert bench_detectors.wired_logits_difference({"stock": replay(1.0),
                                                     "ours": replay(3.0)}) == 2.0
+
+
+def test_the_report_lists_the_rows_the_budget_left(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench_detectors, "environment", lambda hub_build=None: {})
+    monkeypatch.setattr(bench_detectors, "build", lambda family, device: object())
+    out = tmp_path / "detectors.json"
+    bench_detectors.main([str(out), "--families", "rt_detr", "--modes", "compiled",
+                          "--batches", "1", "8", "--dtypes", "fp32", "--budget", "0"])
+    assert json.loads(out.read_text())["not_measured"] == [
+        ["rt_detr", "compiled", 1, "fp32"], ["rt_detr", "compiled", 8, "fp32"]]
