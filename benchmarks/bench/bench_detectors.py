@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import libreyolo.integrations.transformers as wiring  # noqa: E402
 from benchmarks.bench.bench_ms_deform_attn import time_ms  # noqa: E402
+from benchmarks.bench.turns import interleaved_ms, round_ratios  # noqa: E402
 from libreyolo.integrations import (  # noqa: E402
     unwire_deformable_attention,
     wire_deformable_attention,
@@ -193,17 +194,6 @@ def attention_ms(model, family, mode, arguments, dtype) -> tuple[float, float]:
     return stock, ours
 
 
-def interleaved_ms(steps: dict, rounds: int, iters: int, warmup: int) -> dict[str, list]:
-    """Each step's median time (ms) in each of ``rounds`` rounds, the steps taking turns."""
-    for step in steps.values():
-        time_ms(step, 1, warmup)
-    times = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            times[name].append(statistics.median(time_ms(step, iters, 0)))
-    return times
-
-
 def logits_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
     """The largest absolute difference of two logits tensors; equal entries differ by 0,
     Grounding DINO's -inf past the prompt included."""
@@ -305,12 +295,6 @@ def hub_copy(model, family, mode, dtype, arguments, repository: Path, device: st
     return hub, {"hub": "timed", "hub_sites": len(sites),
                  "hub_marked_by": "bench" if unmarked else "transformers",
                  "hub_max_abs_logits_diff": error}
-
-
-def round_ratios(times: dict, over: str, under: str) -> tuple[float, list]:
-    """The median of the rounds' ``over``/``under`` time ratios, and their spread."""
-    ratios = sorted(a / b for a, b in zip(times[over], times[under], strict=True))
-    return statistics.median(ratios), [ratios[0], ratios[-1]]
 
 
 def measure_row(model, family, mode, batch, dtype, args):

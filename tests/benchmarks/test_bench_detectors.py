@@ -14,21 +14,6 @@ pytest.importorskip("transformers")
 
 from benchmarks.bench import bench_detectors  # noqa: E402
 
-
-def test_the_steps_take_turns_round_by_round(monkeypatch):
-    order = []
-
-    def time_ms(step, iters, warmup):
-        order.append((step(), iters, warmup))
-        return [1.0] * max(iters, 1)
-
-    monkeypatch.setattr(bench_detectors, "time_ms", time_ms)
-    times = bench_detectors.interleaved_ms({"stock": lambda: "stock", "ours": lambda: "ours"},
-                                           rounds=3, iters=4, warmup=2)
-    assert order == [("stock", 1, 2), ("ours", 1, 2)] + [("stock", 4, 0), ("ours", 4, 0)] * 3
-    assert times == {"stock": [1.0] * 3, "ours": [1.0] * 3}
-
-
 ROW = {"family": "rt_detr", "mode": "compiled", "batch": 1, "dtype": "fp32", "stock_ms": 10.0,
        "ours_ms": 9.5}
 
