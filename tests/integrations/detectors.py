@@ -88,9 +88,37 @@ def _redraw_attention_projections(model, seed: int) -> None:
                 module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * 0.02)
 
 
+#: A redrawn box head's output (box deltas, in the units its family adds them in) per unit of its
+#: input (layer-normalised hidden states): enough to move boxes, too little to saturate them.
+BOX_HEAD_GAIN = 0.5
+
+
+def _redraw_box_heads(model, seed: int) -> None:
+    """A trained model's boxes, and the reference points its decoder refines layer after layer
+    (the next layer's sampling locations), move with what the sites compute; a fresh one's box
+    heads give nothing (most families zero their last layer) or next to nothing (their weights'
+    std of 0.01-0.02 shrinks the input at every layer), so its boxes are its anchors' or
+    proposals' whatever the sites give. Every box head (an MLP of linear layers whose name says
+    ``bbox``) has its weights redrawn from ``seed``: the hidden layers He-scaled, which keeps the
+    input's size through the ReLUs, the last one giving deltas of about :data:`BOX_HEAD_GAIN`."""
+    generator = torch.Generator().manual_seed(seed + 3)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            layers = getattr(module, "layers", None)
+            if "bbox" not in name or not isinstance(layers, torch.nn.ModuleList) or not all(
+                    isinstance(layer, torch.nn.Linear) for layer in layers):
+                continue
+            for index, layer in enumerate(layers):
+                fan_in = layer.weight.shape[1]
+                gain = BOX_HEAD_GAIN if index == len(layers) - 1 else 2 ** 0.5
+                layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator)
+                                   * gain / fan_in ** 0.5)
+
+
 def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
     """The family's stock model in eval mode, its weights from ``seed`` (the attention
-    projections redrawn: :func:`_redraw_attention_projections`), and its :func:`inputs`."""
+    projections and the box heads redrawn: :func:`_redraw_attention_projections`,
+    :func:`_redraw_box_heads`), and its :func:`inputs`."""
     import transformers
 
     arguments = dict(family.overrides)
@@ -100,6 +128,7 @@ def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
     torch.manual_seed(seed)
     model = getattr(transformers, family.model)(getattr(transformers, family.config)(**arguments))
     _redraw_attention_projections(model, seed)
+    _redraw_box_heads(model, seed)
     return model.eval().to(device), inputs(family, batch, device, seed)
 
 

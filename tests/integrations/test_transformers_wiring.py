@@ -27,7 +27,16 @@ from libreyolo.kernels.attention.ms_deform_attn import (  # noqa: E402
     ms_deform_attn_ragged_portable,
 )
 
-from .detectors import FAMILIES, Recorder, build, call_errors, check_family  # noqa: E402
+from .detectors import (  # noqa: E402
+    FAMILIES,
+    Recorder,
+    Run,
+    _distance,
+    build,
+    call_errors,
+    check_family,
+    under_stock_selection,
+)
 
 STAND_IN = "portable_for_tests"
 
@@ -180,6 +189,31 @@ def test_the_bound_rejects_a_wiring_that_pairs_weights_with_other_points(
     _hand_over_altered(monkeypatch, lambda locations, weights: (locations, weights.flip(-1)))
     with pytest.raises(AssertionError, match="call 0: output error .* over the bound"):
         check_family(family, monkeypatch)
+
+
+#: A box moved: by more than 8 float32 ulps of 1, above the rounding that a fresh model's box
+#: heads of (next to) nothing leave (at most one ulp here)
+MOVED = 8 * torch.finfo(torch.float32).eps
+
+
+@pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
+def test_sites_that_double_their_output_move_the_boxes(family, portable_cores, monkeypatch):
+    """The boxes the outputs' comparison reads move with what the sites compute, as a trained
+    model's do, not the scores only: a fresh model's box heads give (next to) nothing whatever the
+    sites compute, so ``build`` redraws them. Doubled weights double a site's output; the
+    Grounding DINOs' detections are read with the stock's selection (another selection alone
+    would move them), and their encoder's proposal boxes (before it) must move too."""
+    model, arguments = build(family)
+    with torch.no_grad():
+        expected = model(**arguments)
+    wire_deformable_attention(model)
+    _hand_over_altered(monkeypatch, lambda locations, weights: (locations, weights * 2))
+    with torch.no_grad():
+        got = Run(model(**arguments), under_stock_selection(family, model, arguments, expected))
+    boxes = ["pred_boxes"] + ["enc_outputs_coord_logits"] * family.selects_after_sites
+    for key in boxes:
+        moved = _distance(getattr(got.holding(key), key), getattr(expected, key))
+        assert moved > MOVED, f"{family.name} {key}: moved by {moved:.3g}, not over {MOVED:.3g}"
 
 
 def test_the_checks_reject_a_wiring_that_drops_a_site(portable_cores, monkeypatch):
