@@ -10,7 +10,11 @@ MSDA gave values 1 to 16 units of the last place away from eager under inductor 
 CUDA graphs, while its identity-backend trace gave the eager bits. An implementation whose
 kernels compile differently keeps the opaque operator (``benchmarks/rendering/traced_list.py``
 lists it only when this check passed). No GPU: Triton's compiler and ``ptxas``/``nvdisasm`` (in
-the Triton wheel) build and disassemble the kernel for an sm_90 target.
+the Triton wheel) build and disassemble the kernel for an sm_90 target, launched as an sm_90
+device launches it (``traced_launches``: the FP8 prologue's E4M3 conversion instruction). Below
+sm_89 the prologue rounds in software, and contracts there only ``q + binade * 2**20``, a product
+of two powers of two, exact: the same bits either way (though this check, comparing code, would
+flag it).
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ INDUCTOR_OPTIONS = {"debug": True, "sanitize_overflow": False}
 KEPT_OPTIONS = ("num_warps", "num_stages")
 
 #: Implementations whose launches pass ``enable_fp_fusion=False`` to kernels whose code depends
-#: on it (found by this check, 2026-12-07): traced, inductor would compile them with fusion on.
-#: They stay opaque until their kernels stop depending on the option (benchmarks/NOTES.md).
+#: on it (found by this check, 2026-12-07; the FMAs' source lines from the PTX's line info):
+#: traced, inductor would compile them with fusion on. They stay opaque until their kernels stop
+#: depending on the option (benchmarks/NOTES.md).
 COMPILED_OTHERWISE = {
-    "ms_deform_attn_ragged/triton": "its sampling arithmetic contracts into FMAs with fusion on",
-    "fp8_cast_static/triton": "its scaling contracts into FMAs with fusion on",
-    "fp8_cast_dynamic/triton": "its scaling contracts into FMAs with fusion on",
-    "fp8_perchannel_epilogue/triton": "its epilogue contracts into FMAs with fusion on",
+    "ms_deform_attn_ragged/triton": "the pixel coordinate (u * W - 0.5) and the bilinear sums "
+                                    "contract into FMAs with fusion on",
+    "fp8_perchannel_epilogue/triton": "the column scale and the bias contract into an FMA with "
+                                      "fusion on",
 }
 
 

@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from libreyolo.capture import tracing_kernels
 from libreyolo.kernels import registry, triton_launch
 from libreyolo.kernels.providers import IN_TREE
+from libreyolo.kernels.quant.execute import fp8_launch
 
 TRACEABLE = [(op, impl.name) for op in registry._impls for impl in registry.registered(op)
              if impl.traceable and impl.origin == IN_TREE]
@@ -68,6 +69,8 @@ def recorded_launches(op: str, name: str, monkeypatch, *, none_skips: bool = Tru
     monkeypatch.setattr(triton_launch, "_traced_launch",
                         lambda kernel, grid, args, kwargs: recorded.append((kernel, args, kwargs)))
     monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
+    # the launches an sm_90 device makes: the FP8 prologue takes its E4M3 conversion instruction
+    monkeypatch.setattr(fp8_launch, "hardware_e4m3", lambda device: True)
     inputs = _run_traced(op, impl)
     if not recorded and none_skips:
         pytest.skip(f"{op}/{name} launches no Triton kernel while traced")
