@@ -273,7 +273,7 @@ def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, what: str) ->
                                msg=lambda message: f"{what}: {message}")
 
 
-def _distance(got: torch.Tensor, expected: torch.Tensor) -> float:
+def largest_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
     """The greatest ``|got - expected|``, entries equal in both (the -inf past a prompt) at 0; a
     NaN, or an infinity one side only, makes it NaN or infinite."""
     got, expected = got.float(), expected.float()
@@ -317,10 +317,10 @@ class WithinStockError:
     def check(self, key: str, got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
         oracle = getattr(self.oracle.holding(key), key).float()
         largest = torch.where(oracle.isfinite(), oracle, 0.0).abs().max().item()
-        theirs = _distance(expected, oracle)
+        theirs = largest_difference(expected, oracle)
         limit = bounded_limit(theirs, largest, torch.finfo(self.dtype).eps, MSDA_BOUND.k,
                               MSDA_BOUND.floor)
-        ours = _distance(got, oracle)
+        ours = largest_difference(got, oracle)
         assert ours <= limit, (
             f"{what}: {ours:.4g} from the float32 stock model, over {limit:.4g} (the stock's own "
             f"{self.dtype} error {theirs:.4g} x {MSDA_BOUND.k:g} + {MSDA_BOUND.floor:g} ulps of "

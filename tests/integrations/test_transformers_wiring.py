@@ -31,10 +31,10 @@ from .detectors import (  # noqa: E402
     FAMILIES,
     Recorder,
     Run,
-    _distance,
     build,
     call_errors,
     check_family,
+    largest_difference,
     under_stock_selection,
 )
 
@@ -212,7 +212,7 @@ def test_sites_that_double_their_output_move_the_boxes(family, portable_cores, m
         got = Run(model(**arguments), under_stock_selection(family, model, arguments, expected))
     boxes = ["pred_boxes"] + ["enc_outputs_coord_logits"] * family.selects_after_sites
     for key in boxes:
-        moved = _distance(getattr(got.holding(key), key), getattr(expected, key))
+        moved = largest_difference(getattr(got.holding(key), key), getattr(expected, key))
         assert moved > MOVED, f"{family.name} {key}: moved by {moved:.3g}, not over {MOVED:.3g}"
 
 
