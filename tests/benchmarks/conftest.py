@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
@@ -44,8 +45,10 @@ def launches_stubbed(monkeypatch):
     registry.clear_cache()
 
 
+@functools.cache
 def _import_kernel_modules() -> None:
-    """Every Triton kernel module of the package (by convention named ``*kernels``)."""
+    """Every Triton kernel module of the package (by convention named ``*kernels``), once: the
+    package is walked on the first use of the fixture, not on every test."""
     for module in pkgutil.walk_packages(libreyolo.kernels.__path__, "libreyolo.kernels."):
         if module.name.endswith("kernels"):
             importlib.import_module(module.name)
