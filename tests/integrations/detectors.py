@@ -115,10 +115,52 @@ def _redraw_box_heads(model, seed: int) -> None:
                                    * gain / fan_in ** 0.5)
 
 
+#: Added to ``build``'s seed for the BatchNorms' calibration image: one that no test or benchmark
+#: feeds (theirs are :func:`inputs`' from seeds 0 to 8)
+CALIBRATION_SEED = 100
+
+
+def _calibrate_batch_norms(model, arguments: dict) -> None:
+    """A trained model's BatchNorms pass on features of about unit size; a fresh RT-DETR's,
+    RT-DETRv2's and PP-DocLayoutV3's draw their scales around 0 (std 0.01), and the hybrid
+    encoders' convolutions (every family of that design: D-FINE and DEIMv2 too) draw weights of
+    std 0.01, a fraction of what keeps their input's size. Through the encoder's dozens of them
+    the sites' values (its output) shrink to 1e-10 or less, and the sites hardly move the
+    outputs. So every ``BatchNorm2d`` (bias 0) takes the one scale that gives its output unit
+    standard deviation in a forward on ``arguments``: each is set at its first call, and its output
+    passed on so scaled, so every later layer is set on inputs already set (layer-sequential unit
+    variance, in one forward). A model with no ``BatchNorm2d`` runs no forward."""
+    norms = [module for module in model.modules() if isinstance(module, torch.nn.BatchNorm2d)]
+    if not norms:
+        return
+    calibrated = set()
+
+    def calibrate(module, args, output):
+        if module in calibrated:  # called again in the forward: its scale is set
+            return None
+        calibrated.add(module)
+        scale = output.std()
+        module.weight.fill_(1 / scale)
+        return output / scale
+
+    with torch.no_grad():
+        for module in norms:
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+        handles = [module.register_forward_hook(calibrate) for module in norms]
+        try:
+            model(**arguments)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
 def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
     """The family's stock model in eval mode, its weights from ``seed`` (the attention
     projections and the box heads redrawn: :func:`_redraw_attention_projections`,
-    :func:`_redraw_box_heads`), and its :func:`inputs`."""
+    :func:`_redraw_box_heads`; the BatchNorms scaled on an image from ``seed`` that no test
+    feeds, on the CPU whatever ``device``: :func:`_calibrate_batch_norms`), and its
+    :func:`inputs`."""
     import transformers
 
     arguments = dict(family.overrides)
@@ -129,7 +171,8 @@ def build(family: Family, seed: int = 0, batch: int = 1, device: str = "cpu"):
     model = getattr(transformers, family.model)(getattr(transformers, family.config)(**arguments))
     _redraw_attention_projections(model, seed)
     _redraw_box_heads(model, seed)
-    return model.eval().to(device), inputs(family, batch, device, seed)
+    _calibrate_batch_norms(model.eval(), inputs(family, seed=seed + CALIBRATION_SEED))
+    return model.to(device), inputs(family, batch, device, seed)
 
 
 @dataclass
