@@ -2,19 +2,23 @@
 (``detectors.assert_same_detections``): query by query, or, where the queries are the top-k of
 proposals scored after deformable-attention sites (the Grounding DINOs), the encoder's proposals
 of the two forwards, then the wired model's detections with the stock's selection; and within
-which tolerance (``detectors.Absolute``, or in bf16 ``detectors.WithinStockError``: a multiple of
-the stock's own error against its float32 forward).
+which tolerance (``detectors.Absolute``; ``detectors.WithinSiteSensitivity``: a multiple of how
+far the stock model moves with its sites perturbed within the slot's contract; or, for the
+Grounding DINOs in bf16, ``detectors.WithinStockError``: a multiple of the stock's own error
+against its float32 forward).
 
-The outputs here are made up: five encoder proposals, each with a score (one text token) and box
-logits; the model selects three by score, as Grounding DINO does, reports their reference points,
-and gives each query a detection that depends, as Grounding DINO's does, on its proposal, on its
-rank (the content embedding is the rank's) and on every other query (the decoder's self-attention
-is unmasked). The last test runs a small real Grounding DINO in bf16 autocast on CPU.
+The outputs of the first tests are made up: five encoder proposals, each with a score (one text
+token) and box logits; the model selects three by score, as Grounding DINO does, reports their
+reference points, and gives each query a detection that depends, as Grounding DINO's does, on its
+proposal, on its rank (the content embedding is the rank's) and on every other query (the
+decoder's self-attention is unmasked). The bf16 Grounding DINO tests and the sensitivity rule's
+run the small real models on CPU, as the GPU test runs the default ones.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from types import SimpleNamespace
 
 import pytest
@@ -23,13 +27,19 @@ import torch
 import libreyolo.integrations.transformers as wiring
 
 from .detectors import (
+    DETECTIONS,
     FAMILIES,
     Absolute,
     Run,
+    WithinSiteSensitivity,
     WithinStockError,
     assert_same_detections,
     build,
+    largest_difference,
     model_tolerance,
+    perturbed,
+    site_sensitivity,
+    sites_computing,
     stock_core,
     under_stock_selection,
 )
@@ -205,3 +215,101 @@ def test_a_small_grounding_dino_with_exact_sites_passes_in_bf16(monkeypatch):
 def test_a_small_grounding_dino_whose_sites_double_fails_in_bf16(monkeypatch):
     with pytest.raises(AssertionError, match="from the float32 stock model"):
         assert_same_detections(*_small_grounding_dino_in_bf16(monkeypatch, 2.0))
+
+
+#: The families whose queries are selected before their sites: the sensitivity rule's
+BEFORE_SITES = [family for family in FAMILIES.values() if not family.selects_after_sites]
+#: Two images, so a rounding has more entries to turn at
+BATCH = 2
+#: The limit stays below this fraction of how far sites returning zeros move each output.
+#: Measured on these models: float32 at most 1e-5; bf16 at most 0.39 (RT-DETRv2 discrete's boxes:
+#: its core gives bf16, so its sites are perturbed by 8 bf16 ulps, and a sampling point moved to
+#: the next pixel moves a detection far), then 0.31 (LW-DETR's logits: no perturbed run moved
+#: them, the floor of 2 ulps of the largest logit is the limit), the others 0.18 or less.
+NOT_VACUOUS = {"fp32": 1e-3, "bf16": 0.5}
+
+
+def _autocast(dtype: str):
+    return torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16")
+
+
+@cache
+def _calibrated(name: str, dtype: str):
+    """The family's stock model (unwired), its inputs, its forward in ``dtype`` and the tolerance
+    the GPU test would hold a wired model to (``model_tolerance``)."""
+    pytest.importorskip("transformers", reason="the transformers extra is not installed")
+    family = FAMILIES[name]
+    stock, arguments = build(family, batch=BATCH)
+    with torch.no_grad(), _autocast(dtype):
+        expected = stock(**arguments)
+    return stock, arguments, expected, model_tolerance(family, dtype, stock, arguments, expected)
+
+
+def _with_sites(name: str, dtype: str, site) -> Run:
+    """The family's stock model run in ``dtype`` with its sites computing ``site``."""
+    stock, arguments, _, _ = _calibrated(name, dtype)
+    with torch.no_grad(), _autocast(dtype), sites_computing(FAMILIES[name], stock, site):
+        return Run(stock(**arguments))
+
+
+def _stock_core_swapping_the_locations_axes(core, value, shapes, locations, *rest):
+    return core(value, shapes, locations.flip(-1), *rest)
+
+
+@pytest.mark.parametrize("name", ["rt_detr", "rt_detr_v2_discrete", "d_fine"])
+def test_sites_computing_the_stock_core_give_the_stock_outputs_bit_for_bit(name):
+    """What the perturbed runs start from is the stock model: the classic module, the discrete
+    ragged core called by name, the ragged core as an attribute."""
+    _, _, expected, _ = _calibrated(name, "fp32")
+    got = _with_sites(name, "fp32", lambda core, *arguments: core(*arguments))
+    for key in DETECTIONS:
+        assert torch.equal(getattr(got.free, key), getattr(expected, key)), key
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("name", [family.name for family in BEFORE_SITES])
+def test_the_stock_with_its_sites_perturbed_by_a_quarter_of_the_contract_passes(name, dtype):
+    """Another seed than the calibration's, and a quarter of its perturbation: an error a kernel
+    within the contract would make."""
+    _, _, expected, tolerance = _calibrated(name, dtype)
+    assert isinstance(tolerance, WithinSiteSensitivity), tolerance
+    got = _with_sites(name, dtype, perturbed(seed=99, scale=0.25))
+    assert_same_detections(FAMILIES[name], got, expected, tolerance)
+
+
+@pytest.mark.parametrize(("dtype", "site"), [
+    ("fp32", perturbed(seed=99, scale=100)),
+    ("bf16", _stock_core_swapping_the_locations_axes)], ids=["fp32-100x-the-contract",
+                                                            "bf16-locations-axes-swapped"])
+@pytest.mark.parametrize("name", ["rt_detr", "d_fine"])
+def test_a_wiring_whose_sites_err_beyond_the_contract_fails(name, dtype, site):
+    _, _, expected, tolerance = _calibrated(name, dtype)
+    got = _with_sites(name, dtype, site)
+    with pytest.raises(AssertionError, match="from the stock model, over"):
+        assert_same_detections(FAMILIES[name], got, expected, tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("name", [family.name for family in BEFORE_SITES])
+def test_the_limit_is_a_fraction_of_what_sites_returning_zeros_move(name, dtype):
+    _, _, expected, tolerance = _calibrated(name, dtype)
+    got = _with_sites(name, dtype, lambda core, *arguments: core(*arguments) * 0)
+    for key in DETECTIONS:
+        limit = tolerance.limit(key, getattr(expected, key))
+        moved = largest_difference(getattr(got.free, key), getattr(expected, key))
+        assert limit < NOT_VACUOUS[dtype] * moved, \
+            f"{name} {dtype} {key}: limit {limit:.3g}, zeroed sites move it by {moved:.3g}"
+
+
+def test_perturbed_runs_that_decode_other_queries_fail():
+    """The rule needs the stock's queries in every perturbed run: here the stock's forward is
+    made to report other reference points (the same boxes, queries in reverse)."""
+    stock, arguments, expected, _ = _calibrated("rt_detr", "fp32")
+    other = replace(expected, init_reference_points=expected.init_reference_points.flip(1))
+    with torch.no_grad(), pytest.raises(AssertionError, match="decodes other queries"):
+        site_sensitivity(FAMILIES["rt_detr"], stock, arguments, other)
+
+
+def test_the_rule_refuses_a_family_that_selects_after_its_sites():
+    with pytest.raises(ValueError, match="family: expected one that selects its queries before"):
+        site_sensitivity(SELECTING, None, {}, None)
