@@ -287,11 +287,6 @@ def check_family(family: Family, monkeypatch, model_atol: float = 1e-4) -> Recor
     return recorder
 
 
-#: The wired model against the stock one on a GPU (``test_transformers_wiring_cuda.py``) where an
-#: absolute tolerance is still the rule (:func:`model_tolerance`): the Grounding DINOs in float32.
-#: Their decoders refine boxes layer after layer, so a rounding difference at one site moves later
-#: outputs by more than one rounding.
-MODEL_ATOL = {"fp32": 1e-3}
 #: The encoder's proposals (scored after sites, before the selection) and the decoder's detections.
 PROPOSALS = ("enc_outputs_class", "enc_outputs_coord_logits")
 DETECTIONS = ("logits", "pred_boxes")
@@ -497,46 +492,51 @@ class WithinSiteSensitivity:
             f"the contract, + {self.floor_ulps:g} ulps of its largest entry)")
 
 
+def _decodes_the_stocks_queries(family: Family, run: Run, expected) -> bool:
+    """Whether ``run`` decodes ``expected``'s queries: the same reference points where the queries
+    are selected before the sites, the same proposals at the same ranks under the stock's
+    selection where after."""
+    if family.selects_after_sites:
+        return torch.equal(selected_proposals(run.selected), selected_proposals(expected))
+    return torch.equal(run.free.init_reference_points, expected.init_reference_points)
+
+
 def site_sensitivity(family: Family, stock, arguments: dict, expected,
                      seeds=SENSITIVITY_SEEDS) -> WithinSiteSensitivity:
     """:class:`WithinSiteSensitivity` around ``expected`` (``stock``'s forward on ``arguments``):
-    ``stock`` (unwired) run once per seed with its sites :func:`perturbed`. The caller sets grad
-    and autocast as for ``expected``. Every run must decode the stock's queries (its reference
-    points, those of the queries selected before the sites, equal to the stock's), or its deviation
-    would be another query's detection, not a rounding carried: so only a family selecting before
-    its sites is taken."""
-    if family.selects_after_sites:
-        raise ValueError(f"family: expected one that selects its queries before its sites, got "
-                         f"{family.name} (selects_after_sites: WithinStockError is its rule)")
-    moved = dict.fromkeys(DETECTIONS, 0.0)
+    ``stock`` (unwired) run once per seed with its sites :func:`perturbed`, and where the queries
+    are selected after the sites (the Grounding DINOs) once more under the stock's selection
+    (:func:`under_stock_selection`), which gives the detections compared; its own forward gives
+    the encoder's proposals. The caller sets grad and autocast as for ``expected``. Every run must
+    decode the stock's queries, or its deviation would be another query's detection, not a
+    rounding carried."""
+    keys = DETECTIONS + (PROPOSALS if family.selects_after_sites else ())
+    moved = dict.fromkeys(keys, 0.0)
     for seed in seeds:
         with sites_computing(family, stock, perturbed(seed)):
-            run = stock(**arguments)
-        assert torch.equal(run.init_reference_points, expected.init_reference_points), (
+            run = Run(stock(**arguments), under_stock_selection(family, stock, arguments,
+                                                                expected))
+        assert _decodes_the_stocks_queries(family, run, expected), (
             f"{family.name}: the run with its sites perturbed (seed {seed}) decodes other queries "
-            f"than the stock's (does it select them after its sites?)")
-        for key in DETECTIONS:
-            moved[key] = max(moved[key], largest_difference(getattr(run, key),
+            f"than the stock's")
+        for key in keys:
+            moved[key] = max(moved[key], largest_difference(getattr(run.holding(key), key),
                                                             getattr(expected, key)))
     return WithinSiteSensitivity(moved)
 
 
 def model_tolerance(family: Family, dtype: str, stock, arguments: dict, expected):
-    """The wired model's tolerance around the stock's forward ``expected`` on a GPU. Where the
-    queries are selected before the sites (every family but the Grounding DINOs: the top-k of
-    proposals scored before any site, RT-DETR's kin, LW-DETR and RF-DETR, or Deformable DETR's
-    learned ones), the stock model's own sensitivity to its sites, in ``dtype``
-    (:func:`site_sensitivity`). The Grounding DINOs select theirs from proposals scored after
-    sites, so a perturbed run may decode other queries: in float32 :data:`MODEL_ATOL`, in bf16
-    autocast :class:`WithinStockError` around ``stock`` (unwired) run in float32, free and with the
-    bf16 forward's selection (only :func:`selecting` makes a float32 forward decode the bf16
-    one's)."""
+    """The wired model's tolerance around the stock's forward ``expected`` on a GPU: the stock
+    model's own sensitivity to its sites in ``dtype`` (:func:`site_sensitivity`), but for the
+    Grounding DINOs in bf16 autocast, :class:`WithinStockError` around ``stock`` (unwired) run in
+    float32, free and with the bf16 forward's selection (only :func:`selecting` makes a float32
+    forward decode the bf16 one's). An absolute tolerance held them until the BatchNorms were
+    calibrated and the sites mattered: on an H100 the Grounding DINOs' float32 logits under the
+    stock's selection then moved by up to 0.9 (1e-3 allowed)."""
     device = arguments["pixel_values"].device.type
-    if not family.selects_after_sites:
+    if dtype == "fp32" or not family.selects_after_sites:
         with torch.no_grad(), torch.autocast(device, torch.bfloat16, enabled=dtype == "bf16"):
             return site_sensitivity(family, stock, arguments, expected)
-    if dtype == "fp32":
-        return Absolute(MODEL_ATOL[dtype])
     with torch.no_grad(), torch.autocast(device, enabled=False):
         oracle = Run(stock(**arguments), under_stock_selection(family, stock, arguments, expected))
     return WithinStockError(oracle)
