@@ -16,15 +16,13 @@ import torch
 
 pytest.importorskip("transformers", reason="the transformers extra is not installed")
 
-import libreyolo.integrations.transformers as wiring  # noqa: E402
-from libreyolo.integrations import wire_deformable_attention  # noqa: E402
-
 from .detectors import (  # noqa: E402
     DETECTIONS,
     FAMILIES,
     Run,
     build,
     largest_difference,
+    sites_computing,
     under_stock_selection,
 )
 
@@ -38,21 +36,18 @@ VALUE_STD = (0.25, 4.0)
 
 
 @pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
-def test_sites_that_return_zeros_move_the_detections(family, monkeypatch):
+def test_sites_that_return_zeros_move_the_detections(family):
     model, arguments = build(family)
     with torch.no_grad():
         expected = model(**arguments)
-    wire_deformable_attention(model)
     spreads = []
 
-    def nothing(value, shapes, locations, *rest):
+    def nothing(core, value, shapes, locations, *rest):
         """Records the value's standard deviation; answers (batch, queries, channels) zeros."""
         spreads.append(value.std().item())
         return value.new_zeros(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3])
 
-    for route in ("_ask_classic", "_ask_ragged"):
-        monkeypatch.setattr(wiring, route, nothing)
-    with torch.no_grad():
+    with torch.no_grad(), sites_computing(family, model, nothing):
         free = model(**arguments)
         read = list(spreads)
         got = Run(free, under_stock_selection(family, model, arguments, expected))
