@@ -23,32 +23,27 @@ import re
 
 import pytest
 import torch
-from traced_launches import TRACEABLE, recorded_launches
+from traced_launches import TRACEABLE, TRACEABLE_IDS, compile_for_sm90, recorded_launches
 
 triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402  (after the skip: triton is optional)
+
+from libreyolo.kernels.attention.ms_deform_attn import ragged_triton_kernels  # noqa: E402
+from libreyolo.kernels.triton_kit import FloatKind  # noqa: E402
 
 #: The options inductor gives a user-defined Triton kernel (besides its warps and stages).
 INDUCTOR_OPTIONS = {"debug": True, "sanitize_overflow": False}
 KEPT_OPTIONS = ("num_warps", "num_stages")
 
-#: Implementations whose launches pass ``enable_fp_fusion=False`` to kernels whose code depends
-#: on it (found by this check, 2026-12-07; the FMAs' source lines from the PTX's line info):
-#: traced, inductor would compile them with fusion on. They stay opaque until their kernels stop
-#: depending on the option (benchmarks/NOTES.md).
-COMPILED_OTHERWISE = {
-    "ms_deform_attn_ragged/triton": "the pixel coordinate (u * W - 0.5) and the bilinear sums "
-                                    "contract into FMAs with fusion on",
-    "fp8_perchannel_epilogue/triton": "the column scale and the bias contract into an FMA with "
-                                      "fusion on",
-}
+#: The discrete pixel pick's probe: the ragged kernels' ``_nearest_axis`` over 128 locations.
+PROBE_LOCATIONS = tl.constexpr(128)
 
 
-def _case(op: str, name: str):
-    entry = f"{op}/{name}"
-    marks = ()
-    if entry in COMPILED_OTHERWISE:
-        marks = pytest.mark.xfail(strict=True, reason=COMPILED_OTHERWISE[entry])
-    return pytest.param(op, name, marks=marks, id=entry)
+@triton.jit
+def _pixel_pick_probe(u_ptr, out_ptr, size, DTYPE: tl.constexpr, PTX: tl.constexpr):
+    i = tl.arange(0, PROBE_LOCATIONS)
+    tl.store(out_ptr + i, ragged_triton_kernels._nearest_axis(tl.load(u_ptr + i), size, DTYPE,
+                                                              PTX))
 
 
 def _sass(kernel, parameters: dict, options: dict) -> list[str]:
@@ -68,7 +63,7 @@ def _sass(kernel, parameters: dict, options: dict) -> list[str]:
     return [line for line in lines if line and not line.startswith(("//", "."))]
 
 
-@pytest.mark.parametrize(("op", "name"), [_case(op, name) for op, name in TRACEABLE])
+@pytest.mark.parametrize(("op", "name"), TRACEABLE, ids=TRACEABLE_IDS)
 def test_a_traced_kernel_compiles_to_the_code_its_eager_launch_runs(op, name, monkeypatch,
                                                                     record_property):
     launches, _ = recorded_launches(op, name, monkeypatch, none_skips=False)
@@ -83,3 +78,18 @@ def test_a_traced_kernel_compiles_to_the_code_its_eager_launch_runs(op, name, mo
             f"{sorted(set(eager) - set(KEPT_OPTIONS))}) it is other code than the launch's "
             f"{eager}")
     record_property("same_code", f"{op}/{name}")  # launching no kernel, it runs no other code
+
+
+@pytest.mark.parametrize("ptx", [True, False], ids=["ptx", "interpreter-arithmetic"])
+def test_the_discrete_pixel_pick_rounds_twice_under_inductors_options(ptx, monkeypatch):
+    """Discrete sampling picks pixel ``floor(u * W + 0.5)`` rounding the product and then the sum,
+    as the portable path's tensor ops do. Compiled as inductor compiles a traced kernel (fusion
+    on), the float32 pick has no FMA where the kernels run as PTX; the interpreter's plain multiply
+    contracts there, which shows the probe sees a contraction."""
+    parameters = {"u_ptr": torch.empty(PROBE_LOCATIONS.value),
+                  "out_ptr": torch.empty(PROBE_LOCATIONS.value, dtype=torch.int32), "size": 7,
+                  "DTYPE": int(FloatKind.FLOAT32), "PTX": ptx}
+    compile_for_sm90(monkeypatch)
+    sass = _sass(_pixel_pick_probe, parameters, {"num_warps": 4, **INDUCTOR_OPTIONS})
+    fmas = [line for line in sass if re.search(r"\bFFMA\b", line)]
+    assert bool(fmas) is not ptx, fmas

@@ -12,7 +12,7 @@ from test_operators import slot_inputs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from libreyolo.capture import tracing_kernels
-from libreyolo.kernels import registry, triton_launch
+from libreyolo.kernels import ptx, registry, triton_launch
 from libreyolo.kernels.providers import IN_TREE
 from libreyolo.kernels.quant.execute import fp8_launch
 
@@ -29,6 +29,13 @@ class _Sm90:
         from triton.backends.compiler import GPUTarget
 
         return GPUTarget("cuda", 90, 32)
+
+
+def compile_for_sm90(monkeypatch) -> None:
+    """Triton compiles for an sm_90 target from here on in the test (no GPU needed)."""
+    import triton
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
 
 
 def _run_traced(op: str, impl) -> list[torch.Tensor]:
@@ -62,15 +69,16 @@ def recorded_launches(op: str, name: str, monkeypatch, *, none_skips: bool = Tru
     """Every ``(kernel, arguments)`` a traced ``op``/``name`` launches (``arguments``: the
     kernel's parameters by name, then the launch options), and the tensors the slot was given;
     skips where it launches no Triton kernel while traced, unless ``none_skips`` is false."""
-    import triton
 
     impl = next(i for i in registry.registered(op) if i.name == name)
     recorded = []
     monkeypatch.setattr(triton_launch, "_traced_launch",
                         lambda kernel, grid, args, kwargs: recorded.append((kernel, args, kwargs)))
-    monkeypatch.setattr(triton.runtime.driver, "_active", _Sm90())
-    # the launches an sm_90 device makes: the FP8 prologue takes its E4M3 conversion instruction
+    compile_for_sm90(monkeypatch)
+    # the launches an sm_90 device makes: the FP8 prologue takes its E4M3 conversion instruction,
+    # uncontracted multiplies their PTX
     monkeypatch.setattr(fp8_launch, "hardware_e4m3", lambda device: True)
+    monkeypatch.setattr(ptx, "compiles_to_ptx", lambda device: True)
     inputs = _run_traced(op, impl)
     if not recorded and none_skips:
         pytest.skip(f"{op}/{name} launches no Triton kernel while traced")

@@ -12,8 +12,10 @@ method).
 Discrete sampling reads pixel ``floor(u * W + 0.5)`` clamped to ``[0, W - 1]`` per axis, with
 the arithmetic rounded as the portable path's tensor ops round it in the input dtype (``W`` and
 the product rounded to the dtype, then the sum): the kernel picks the pixel the portable path
-picks, bit for bit. Launches pass ``enable_fp_fusion=False``, so ``u * W + 0.5`` is not
-contracted into one fma, which would round once where the portable path rounds twice.
+picks, bit for bit: ``u * W`` is ``product_uncontracted`` (``triton_arithmetic``), so it is not
+contracted with ``+ 0.5`` into one FMA, which would round once where the portable path rounds
+twice, whatever options compile the kernel. The weighted sums contract as the classic kernels'
+do (the slot's contract is bounded there).
 """
 
 import triton
@@ -34,6 +36,7 @@ from libreyolo.kernels.attention.ms_deform_attn.triton_kernels import (
     _query_block,
     zero_value_gradient,
 )
+from libreyolo.kernels.triton_arithmetic import product_uncontracted
 from libreyolo.kernels.triton_kit import FloatKind
 
 #: The DTYPE constant (``FloatKind``): which rounding the discrete index arithmetic emulates.
@@ -58,31 +61,33 @@ def _round_to(x, DTYPE: tl.constexpr):
 
 
 @triton.jit
-def _nearest_axis(u, size, DTYPE: tl.constexpr):
+def _nearest_axis(u, size, DTYPE: tl.constexpr, PTX: tl.constexpr):
     """Discrete sampling's pixel along one axis of ``size`` pixels, as int32."""
-    scaled = _round_to(u * _round_to(size.to(tl.float32), DTYPE), DTYPE)
+    size_rounded = _round_to(size.to(tl.float32), DTYPE)
+    scaled = _round_to(product_uncontracted(u, size_rounded, PTX), DTYPE)
     index = tl.floor(_round_to(scaled + 0.5, DTYPE))
     return tl.minimum(tl.maximum(index, 0.0), (size - 1).to(tl.float32)).to(tl.int32)
 
 
 @triton.jit
 def _nearest_pixel(loc_ptr, attn_ptr, p_offset, height, width, start, len_in, row_stride, q_mask,
-                   DTYPE: tl.constexpr):
+                   DTYPE: tl.constexpr, PTX: tl.constexpr):
     """One discrete point, for a block of queries: its pixel's row offset in the value (as
     ``_corner_offsets``), where that pixel exists, and the point's weight."""
     u = tl.load(loc_ptr + 2 * p_offset, mask=q_mask, other=0.0).to(tl.float32)
     v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
     offset, inside = _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask,
-                                     DTYPE)
+                                     DTYPE, PTX)
     return offset, inside, weight
 
 
 @triton.jit
-def _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask, DTYPE: tl.constexpr):
+def _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask, DTYPE: tl.constexpr,
+                    PTX: tl.constexpr):
     """The row offset of location (u, v)'s pixel (float32), and where it exists."""
-    x = _nearest_axis(u, width, DTYPE)
-    y = _nearest_axis(v, height, DTYPE)
+    x = _nearest_axis(u, width, DTYPE, PTX)
+    y = _nearest_axis(v, height, DTYPE, PTX)
     return _corner_offsets(x, y, height, width, start, len_in, row_stride, q_mask)
 
 
@@ -92,12 +97,11 @@ def ms_deform_attn_ragged_fwd_kernel(
     len_in, len_q, heads, zero_count, zero_share,
     C: tl.constexpr, LEVELS: tl.constexpr, COUNTS: tl.constexpr, FIRSTS: tl.constexpr,
     COUNT_BITS: tl.constexpr, TOTAL: tl.constexpr, DISCRETE: tl.constexpr, DTYPE: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr, ZERO_GRAD_VALUE: tl.constexpr,
+    PTX: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr, ZERO_GRAD_VALUE: tl.constexpr,
     ZERO_BLOCK: tl.constexpr,
 ):
     """Grid: (query blocks, batch * heads, channel blocks). Accumulates in float32, level by
-    level, point by point in the locations' order (for discrete sampling: each term one rounded
-    product ``weight * value``, summed in that order). ``ZERO_GRAD_VALUE``: as the classic
+    level, point by point in the locations' order. ``ZERO_GRAD_VALUE``: as the classic
     forward's."""
     if ZERO_GRAD_VALUE:
         zero_value_gradient(grad_value_ptr, zero_count, zero_share, ZERO_BLOCK)
@@ -114,7 +118,7 @@ def ms_deform_attn_ragged_fwd_kernel(
             if DISCRETE:
                 offset, inside, weight = _nearest_pixel(loc_ptr, attn_ptr, p_offset, height,
                                                         width, start, len_in, row_stride, q_mask,
-                                                        DTYPE)
+                                                        DTYPE, PTX)
                 pixel = tl.load(v_base + offset[:, None],
                                 mask=inside[:, None] & c_mask[None, :], other=0.0)
                 acc += weight[:, None] * pixel.to(tl.float32)
@@ -132,7 +136,7 @@ def ms_deform_attn_ragged_fwd_kernel(
 def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_value_ptr,
                              grad_attn_ptr, head_offset, g_rows, p_offset, height, width, start,
                              len_in, row_stride, q_mask, C: tl.constexpr, BLOCK_Q: tl.constexpr,
-                             BLOCK_C: tl.constexpr, DTYPE: tl.constexpr):
+                             BLOCK_C: tl.constexpr, DTYPE: tl.constexpr, PTX: tl.constexpr):
     """One discrete point's backward for a block of queries, the counterpart of the classic
     ``_bilinear_point_backward`` (it samples its point too): d/d weight = <g, v_pixel>;
     d/d v_pixel += weight * g; no location gradient (the pixel is a step function of the
@@ -144,7 +148,7 @@ def _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr, grad_va
     v = tl.load(loc_ptr + 2 * p_offset + 1, mask=q_mask, other=0.0).to(tl.float32)
     weight = tl.load(attn_ptr + p_offset, mask=q_mask, other=0.0).to(tl.float32)
     offset, inside = _nearest_offset(u, v, height, width, start, len_in, row_stride, q_mask,
-                                     DTYPE)
+                                     DTYPE, PTX)
     grad_weight = tl.zeros((BLOCK_Q,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
         c, c_mask = _channels(c0, C, BLOCK_C)
@@ -166,7 +170,7 @@ def ms_deform_attn_ragged_bwd_kernel(
     len_in, len_q, heads,
     C: tl.constexpr, LEVELS: tl.constexpr, COUNTS: tl.constexpr, FIRSTS: tl.constexpr,
     COUNT_BITS: tl.constexpr, TOTAL: tl.constexpr, DISCRETE: tl.constexpr, DTYPE: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
+    PTX: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """Grid: (query blocks, batch * heads); channels are looped inside each point's step."""
     q_mask, row_stride, head_offset, out_rows, qh = _query_block(len_in, len_q, heads, C, BLOCK_Q)
@@ -184,7 +188,7 @@ def ms_deform_attn_ragged_bwd_kernel(
                 _discrete_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr,
                                          grad_value_ptr, grad_attn_ptr, head_offset, g_rows,
                                          p_offset, height, width, start, len_in, row_stride,
-                                         q_mask, C, BLOCK_Q, BLOCK_C, DTYPE)
+                                         q_mask, C, BLOCK_Q, BLOCK_C, DTYPE, PTX)
             else:
                 _bilinear_point_backward(value_ptr, loc_ptr, attn_ptr, grad_out_ptr,
                                          grad_value_ptr, grad_loc_ptr, grad_attn_ptr, head_offset,

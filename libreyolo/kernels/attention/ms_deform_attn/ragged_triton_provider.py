@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from libreyolo.kernels import register
+from libreyolo.kernels import ptx, register
 from libreyolo.kernels.attention.ms_deform_attn import deterministic, memo
 from libreyolo.kernels.attention.ms_deform_attn import triton_common as common
 from libreyolo.kernels.attention.ms_deform_attn.levels import traced_on
@@ -173,7 +173,8 @@ def _plan(value, spatial_shapes, sampling_locations, attention_weights, points_p
     constants = {"C": channels, "LEVELS": n_levels, "COUNTS": _pack(points),
                  "FIRSTS": _pack(firsts), "COUNT_BITS": COUNT_BITS, "TOTAL": max(sum(points), 1),
                  "DISCRETE": method == "discrete", "DTYPE": int(FloatKind.of(value.dtype)),
-                 "BLOCK_Q": block_q, "BLOCK_C": block_c}
+                 "PTX": ptx.compiles_to_ptx(value.device), "BLOCK_Q": block_q,
+                 "BLOCK_C": block_c}
     q_blocks = cdiv(len_q, block_q)
     fwd_grid = (q_blocks, batch * heads, cdiv(channels, block_c))
     return RaggedPlan(shapes, (len_in, len_q, heads), constants, fwd_grid,
@@ -205,12 +206,12 @@ def _forward(plan: RaggedPlan, value, sampling_locations, attention_weights, gra
         return out
     return common.launch_forward(plan, _kernels, "ms_deform_attn_ragged_fwd_kernel",
                                  plan.fwd_grid, out, value, sampling_locations,
-                                 attention_weights, grad_value, enable_fp_fusion=False)
+                                 attention_weights, grad_value)
 
 
 def _backward_launch(plan: RaggedPlan, tensors: tuple) -> Launcher:
     return common.backward_launch(plan, _kernels, "ms_deform_attn_ragged_bwd_kernel",
-                                  plan.bwd_grid, tensors, enable_fp_fusion=False)
+                                  plan.bwd_grid, tensors)
 
 
 #: Discrete sampling has no location gradient (its pixel is a step function of the location): the
@@ -254,7 +255,7 @@ _HERE = Path(__file__).resolve().parent
 #: its own, the classic kernels whose sampling helpers it reuses, and what the two providers share.
 SOURCES = tuple(str(_HERE / f) for f in ("ragged_triton_provider.py", "ragged_triton_kernels.py",
                                          "triton_common.py", "triton_kernels.py")) + (
-    launcher_source, autograd_source) + deterministic.SOURCES
+    launcher_source, autograd_source, ptx.ARITHMETIC_SOURCE) + deterministic.SOURCES
 
 REGISTERED = register(SLOT, ms_deform_attn_ragged_triton, name="triton", predicate=triton_ready,
                       capabilities=CAPABILITIES, accepts=accepts, sources=SOURCES,

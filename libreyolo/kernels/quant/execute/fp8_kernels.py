@@ -12,19 +12,21 @@ float32 arithmetic the interpreter reproduces (``tl.div_rn`` for the reference's
 rounding onto the grid by adding and subtracting a power of two, exact power-of-two scaling,
 integer round-to-nearest-even for bfloat16 outputs), the E4M3 byte read off float32 bits (no fp8
 cast: the interpreter's is wrong), launches with ``enable_fp_fusion=False`` so no multiply is
-contracted into the following add. The prologue is an ALU-bound kernel at copy-sized bytes
-(``benchmarks/NOTES.md``, "The FP8 prologue is bound by instructions"), so its per-element
-work is kept
-to the few operations counted in ``fp8_cast_kernel``'s docstring. On sm_89+ its rounding and
-byte are the hardware's E4M3 conversion (``_e4m3_code_hardware``, PTX that the interpreter
-cannot run: CI checks the software rounding, the GPU the hardware one, and both equal the
-reference bit for bit).
+contracted into the following add, and the epilogue's column scale an uncontracted multiply
+(``triton_arithmetic``), since a traced launch is compiled with fusion on. The prologue is an
+ALU-bound kernel at copy-sized bytes (``benchmarks/NOTES.md``, "The FP8 prologue is bound by
+instructions"), so its per-element work is kept to the few operations counted in
+``fp8_cast_kernel``'s docstring. On sm_89+ its rounding and byte are the hardware's E4M3 conversion
+(``_e4m3_code_hardware``, PTX that the interpreter cannot run: CI checks the software rounding, the
+GPU the hardware one, and both equal the reference bit for bit).
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from libreyolo.kernels.triton_arithmetic import product_uncontracted
 
 from ..simulate.kernels import (
     _amax_to_scale,
@@ -262,12 +264,13 @@ def fp8_cast_kernel(
 def fp8_epilogue_kernel(
     acc_ptr, row_scale_ptr, col_scale_ptr, bias_ptr, out_ptr,
     rows, cols, acc_row_stride, acc_col_stride, row_scale_stride, col_scale_stride, bias_stride,
-    HAS_BIAS: tl.constexpr, RELU: tl.constexpr, OUT_KIND: tl.constexpr,
+    HAS_BIAS: tl.constexpr, RELU: tl.constexpr, OUT_KIND: tl.constexpr, PTX: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """``out = act(((acc * row_scale) * col_scale) + bias)``, float32, rounded once to the output
     dtype (stored as its bits; NaN as the canonical quiet NaN). ``bias`` has the output dtype
-    (bfloat16 arrives as int16 bits); ``out`` is contiguous."""
+    (bfloat16 arrives as int16 bits); ``out`` is contiguous. ``PTX``: as
+    ``product_uncontracted``'s."""
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     valid = (r < rows)[:, None] & (c < cols)[None, :]
@@ -277,7 +280,7 @@ def fp8_epilogue_kernel(
     row_scale = tl.load(row_scale_ptr + r64 * row_scale_stride, mask=r < rows, other=1.0)
     col_scale = tl.load(col_scale_ptr + c * col_scale_stride, mask=c < cols, other=1.0)
     y = acc * row_scale[:, None]
-    y = y * col_scale[None, :]
+    y = product_uncontracted(y, col_scale[None, :], PTX)
     if HAS_BIAS:
         y = y + _load_float32(bias_ptr, c * bias_stride, c < cols, OUT_KIND)[None, :]
     if RELU:

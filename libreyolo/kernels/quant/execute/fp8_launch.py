@@ -8,6 +8,7 @@ import functools
 
 import torch
 
+from libreyolo.kernels import ptx
 from libreyolo.kernels.settings import interpreting
 from libreyolo.kernels.triton_kit import FloatKind, cdiv, next_power_of_2
 from libreyolo.kernels.triton_launch import Launcher, launch
@@ -129,7 +130,7 @@ def epilogue(plan: EpiloguePlan) -> torch.Tensor:
         plan.row_scale.stride(0), plan.col_scale.stride(0),
         bias.stride(0) if bias is not None else 0,
         HAS_BIAS=bias is not None, RELU=plan.relu, OUT_KIND=int(FloatKind.of(plan.out_dtype)),
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=8 if block_r * block_c >= 4096 else 4,
-        enable_fp_fusion=False,
+        PTX=ptx.compiles_to_ptx(acc.device), BLOCK_R=block_r, BLOCK_C=block_c,
+        num_warps=8 if block_r * block_c >= 4096 else 4, enable_fp_fusion=False,
     )
     return out

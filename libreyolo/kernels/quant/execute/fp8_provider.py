@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from libreyolo.kernels import Capabilities, register
+from libreyolo.kernels.ptx import ARITHMETIC_SOURCE
 from libreyolo.kernels.triton_kit import CAPABILITIES, triton_ready
 from libreyolo.kernels.triton_launch import SOURCE as launcher_source
 from libreyolo.quant import fp8_execute as ref
@@ -32,7 +33,7 @@ _SIMULATE = _HERE.parent / "simulate"
 TRITON_SOURCES = tuple(str(p) for p in (
     _HERE / "fp8_kernels.py", _HERE / "fp8_launch.py", _HERE / "fp8_plan.py",
     _SIMULATE / "kernels.py", _SIMULATE / "plan.py", _SIMULATE / "launch.py",
-    Path(__file__).resolve(), launcher_source))
+    Path(__file__).resolve(), launcher_source, ARITHMETIC_SOURCE))
 GEMM_SOURCES = (str(_HERE / "fp8_gemm.py"), *TRITON_SOURCES)
 
 
