@@ -4,10 +4,10 @@ within the slot's bounded contract against transformers' own core in float64 (ou
 gradients), and the wired model's outputs match the stock model's
 (``detectors.assert_same_detections``: query by query, with the stock's selection where the queries
 are selected after the sites), within ``detectors.model_tolerance``, measured on the stock model
-before it is wired: where the queries are selected before the sites, a multiple of how far the
-stock model's outputs move with every site's output perturbed within the slot's contract (a few
-more forwards, same dtype, batch and inputs); for the Grounding DINOs, an absolute tolerance in
-float32, and in bf16 a multiple of the stock model's own bf16 error against its float32 forward."""
+before it is wired: a multiple of how far the stock model's outputs move with every site's output
+perturbed within the slot's contract (a few more forwards, same dtype, batch and inputs; under the
+stock's selection for the Grounding DINOs), except for the Grounding DINOs in bf16, held to a
+multiple of the stock model's own bf16 error against its float32 forward."""
 
 import contextlib
 import os

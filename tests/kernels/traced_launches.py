@@ -69,7 +69,6 @@ def recorded_launches(op: str, name: str, monkeypatch, *, none_skips: bool = Tru
     """Every ``(kernel, arguments)`` a traced ``op``/``name`` launches (``arguments``: the
     kernel's parameters by name, then the launch options), and the tensors the slot was given;
     skips where it launches no Triton kernel while traced, unless ``none_skips`` is false."""
-
     impl = next(i for i in registry.registered(op) if i.name == name)
     recorded = []
     monkeypatch.setattr(triton_launch, "_traced_launch",
