@@ -87,6 +87,15 @@ def bfloat16_accumulation(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfl
     return y.to(out_dtype)
 
 
+@breaks("fp8_gemm")
+def bias_dropped_on_empty_reduction(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16):
+    """Returns zeros when K is 0, the bias dropped, as torch 2.11's CUDA ``_scaled_mm`` does
+    (it returns early with ``out.zero_()`` before its bias epilogue)."""
+    if a.shape[1] == 0:
+        return torch.zeros((a.shape[0], b.shape[0]), dtype=out_dtype, device=a.device)
+    return ref.fp8_gemm_portable(a, b, scale_a, scale_b, bias, out_dtype)
+
+
 CONTROLS = [
     ("fp8-cast-ties-away", ties_away_from_zero,
      "exact: a tie between two E4M3 codes goes to the even one (rule 3 of docs/quantization.md)"),
@@ -103,4 +112,6 @@ CONTROLS = [
     ("fp8-gemm-bf16-accumulation", bfloat16_accumulation,
      "bounded: bfloat16 accumulation's error grows with K past the bound of either output "
      "dtype (benchmarks/sweeps/control_margins.py measures by how much, per case and device)"),
+    ("fp8-gemm-empty-reduction-bias", bias_dropped_on_empty_reduction,
+     "bounded: with K = 0 the output is the bias alone (case empty_reduction_with_bias)"),
 ]

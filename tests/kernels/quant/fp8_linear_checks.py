@@ -19,7 +19,8 @@ from quant_check_device import DEVICE, INTERPRETING, MARKS
 pytestmark = MARKS
 
 from conformance.schema.bounds import bounded_limit  # noqa: E402
-from libreyolo.kernels.quant.execute import fp8_launch  # noqa: E402
+from libreyolo.kernels.quant.execute import fp8_gemm, fp8_launch  # noqa: E402
+from libreyolo.kernels.quant.execute.fp8_gemm import GemmPlan  # noqa: E402
 from libreyolo.kernels.quant.execute.fp8_linear import (  # noqa: E402
     FAST_ACCUMULATION_MAX_K,
     fused_fp8_linear,
@@ -168,6 +169,33 @@ def test_no_rows_give_an_empty_output_and_no_columns_the_callers_path():
     no_k = torch.zeros((16, 0), dtype=torch.float8_e4m3fn, device=DEVICE)
     assert fused_fp8_linear(torch.zeros((3, 0), dtype=torch.bfloat16, device=DEVICE), no_k,
                             *args[1:]) is None
+
+
+def test_an_empty_reduction_gives_the_bias_where_scaled_mm_drops_it(monkeypatch):
+    """With K = 0 the GEMM's output is the bias alone. torch 2.11's CUDA ``_scaled_mm`` returns
+    zeros there, bias or not (it returns before its bias epilogue), so the rowwise bfloat16 path,
+    which hands ``_scaled_mm`` the bias, must not take K = 0: its ``_scaled_mm`` is made to drop
+    the bias here on every device, as CUDA's does."""
+    scaled_mm = torch._scaled_mm
+
+    def drops_bias_without_k(a, b, **kwargs):
+        if a.shape[1] == 0:
+            return torch.zeros((a.shape[0], b.shape[1]), dtype=kwargs["out_dtype"],
+                               device=a.device)
+        return scaled_mm(a, b, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", drops_bias_without_k)
+    gen = torch.Generator().manual_seed(5)
+    m, n = 8, 24
+    a = torch.zeros((m, 0), dtype=torch.float8_e4m3fn)
+    b = torch.zeros((n, 0), dtype=torch.float8_e4m3fn)
+    scale_a, scale_b = torch.rand((m, 1), generator=gen), torch.rand(n, generator=gen)
+    bias = torch.randn(n, generator=gen).to(torch.bfloat16)
+    plan = GemmPlan(*(t.to(DEVICE) for t in (a, b, scale_a, scale_b, bias)), torch.bfloat16, True)
+    got = fp8_gemm.run(plan)
+    want = ref.fp8_gemm_portable(a, b, scale_a, scale_b, bias, torch.bfloat16)
+    assert torch.equal(want, bias.expand(m, n))
+    assert torch.equal(got.cpu(), want)
 
 
 @pytest.mark.parametrize("fma_division", [True, False], ids=["fma-division", "div-rn"])

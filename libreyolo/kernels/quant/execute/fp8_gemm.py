@@ -11,7 +11,9 @@ takes per-row x per-column scales only with a bfloat16 output. So:
 - rowwise scales with a bfloat16 output: one ``_scaled_mm`` with the scales and the bias;
 - anything else (tensorwise scales, float16 or float32 outputs): ``_scaled_mm`` with unit scales
   into float32, then the epilogue kernel applies the scales and the bias (``fp8_perchannel_
-  epilogue``, exact against its reference).
+  epilogue``, exact against its reference);
+- K = 0: no product to compute, and ``_scaled_mm`` returns zeros there without adding the bias
+  (torch 2.11 on CUDA), so the output is the reference's: the bias alone, scaled zeros beside it.
 
 On CPU, ``_scaled_mm`` (torch 2.13) takes every shape, scale mode and output dtype directly, which
 is what the suite's CPU cells run. Nothing here reads device data: graph capture is safe.
@@ -24,6 +26,7 @@ import functools
 import torch
 
 from libreyolo.kernels.prepared import Prepared
+from libreyolo.quant import fp8_execute as ref
 
 _ALIGN = 16
 
@@ -63,6 +66,8 @@ def aligned(n: int) -> int:
 
 def run(plan: GemmPlan) -> torch.Tensor:
     a, b = plan.a, plan.b
+    if a.shape[1] == 0:
+        return ref.fp8_gemm_portable(a, b, plan.scale_a, plan.scale_b, plan.bias, plan.out_dtype)
     if a.device.type == "cpu":
         return _cpu(plan)
     n = b.shape[0]
