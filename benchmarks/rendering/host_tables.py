@@ -67,7 +67,7 @@ def base_commit(name: str) -> str:
     return index()[name]["commit"]
 
 
-COMPILE = "compile_v3_h200_2026-12-04.json"
+COMPILE = "compile_v5_quick_h100_2026-12-07.json"
 
 
 def compiled() -> list[str]:

@@ -93,7 +93,8 @@ def status() -> list[str]:
          f"[attention](docs/attention.md), [numbers]({perf}#fused-attention)"],
         ["FP8 linear", "fused prologue + `_scaled_mm`, engaged where measured faster",
          " / ".join(f"{r['speedup_fused']:.2f}x" for r in engaged)
-         + f" bf16 on {' and '.join(r['layer'] for r in engaged)}; other layers stay bf16",
+         + f" bf16 on {' and '.join(r['layer'] for r in engaged)}; other layers fake-quantize "
+         "their input, then bf16",
          f"[FP8](docs/fp8_execute.md), [numbers]({perf}#fp8-linear-per-layer)"],
         ["FP8 ViT MLP", "`FinalizedMLP`, GELU folded into fc2's prologue",
          f"{vit['bf16_ms'] / vit['finalized_mlp_ms']:.2f}x bf16 (target 1.4x; GPU time)",
