@@ -2,13 +2,15 @@
 
     python benchmarks/bench/measure_fp8_policy.py RESULTS.json [--repeats 50]
 
-``fp8_policy.toml`` lists, per measured device, where the fused FP8 path measured faster than
-bf16 ``F.linear`` there; a device it does not list never gets the fused path. The H200's regions
-came from ``bench_fp8.py``: its GPU checks, then every layer of ``bench_fp8.LAYERS`` timed eager
-with the L2 flushed (``measure_layer``), a layer engaging where the fused path took at most
-``MARGIN`` of bf16's time. This script runs exactly those, with the same seed, on the card it
-runs on, and none of bench_fp8's other tables (bandwidth, stacks, the 3x3 convolution), so one
-``gpu_run.sh`` stage (``fp8-policy``) fits in about two minutes. The JSON carries the device as
+``fp8_policy.toml`` lists, per measured device, where the fused FP8 path measured faster there
+than the path a finalized FP8 layer declines to (its input's fake quantization, then bf16
+``F.linear``); a device it does not list never gets the fused path. The H200's regions came from
+``bench_fp8.py``: its GPU checks, then every layer of ``bench_fp8.LAYERS`` timed eager with the L2
+flushed (``measure_layer``), a layer engaging where the fused path took at most ``MARGIN`` of
+the declined path's time (``YARDSTICK``; the runs behind today's regions, before 2026-12-07,
+held it to bf16 ``F.linear`` alone). This script runs exactly those, with the same seed, on the
+card it runs on, and none of bench_fp8's other tables (bandwidth, stacks, the 3x3 convolution), so
+one ``gpu_run.sh`` stage (``fp8-policy``) fits in about two minutes. The JSON carries the device as
 ``torch.cuda.get_device_name`` names it (what ``fp8_linear`` matches a ``[[device]]`` table's
 name against), the checks, the layers and the card's table they support
 (``benchmarks/rendering/fp8_policy.device_table``); ``python -m benchmarks.rendering.fp8_policy
@@ -31,6 +33,7 @@ from benchmarks.bench.bench_fake_quant import L2_FLUSH_BYTES  # noqa: E402
 from benchmarks.bench.bench_fp8 import (  # noqa: E402 - it selects the FP8 implementations
     LAYERS,
     MARGIN,
+    YARDSTICK,
     measure_layer,
     verify,
 )
@@ -58,14 +61,16 @@ def main(argv=None) -> None:
     result = {"device": device, "capability": list(torch.cuda.get_device_capability()),
               "torch": torch.__version__, "triton": triton.__version__,
               "prologue_hardware_e4m3": fp8_launch.hardware_e4m3(torch.device("cuda")),
-              "margin": MARGIN, "repeats": args.repeats, "verify": verify(gen)}
+              "margin": MARGIN, "yardstick": YARDSTICK, "repeats": args.repeats,
+              "verify": verify(gen)}
     print(json.dumps(result["verify"], indent=1))
     layers = []
     for spec in LAYERS:
         layers.append(measure_layer(*spec, args.repeats, flush, gen))
         row = layers[-1]
-        print(f"{row['layer']}: bf16 {row['bf16_ms']:.4f} ms, fused {row['fused_ms']:.4f} ms "
-              f"({row['speedup_fused']:.2f}x), engage {row['engage']}", flush=True)
+        print(f"{row['layer']}: bf16 {row['bf16_ms']:.4f} ms, declined {row['declined_ms']:.4f} "
+              f"ms, fused {row['fused_ms']:.4f} ms ({row['speedup_declined']:.2f}x the declined "
+              f"path), engage {row['engage']}", flush=True)
     result["layers"] = layers
     result["policy"] = device_table(device, layers)
     Path(args.results).write_text(json.dumps(result, indent=1) + "\n")

@@ -5,7 +5,9 @@ RESULTS.json is ``benchmarks/bench/measure_fp8_policy.py``'s (``gpu_run.sh fp8-p
 ``bench_fp8.py``'s: both carry the device as ``torch.cuda.get_device_name`` names it, which is
 how the toml keys its ``[[device]]`` tables (``fp8_linear`` takes the regions of the one whose
 name the device's contains), the GPU checks, and the layers, each with whether the fused path
-engaged (took at most ``MARGIN`` of bf16's time). ``device_table`` turns those layers into the
+engaged (took at most ``MARGIN`` of the yardstick's time: the declined path, a finalized layer's
+input fake quantization then bf16 ``F.linear``, in runs that say ``"yardstick": "declined"``;
+bf16 ``F.linear`` alone in the runs before them). ``device_table`` turns those layers into the
 card's table; the benchmarks write it into their JSON and their policy file with it. Standard
 library only, like the tables.
 
@@ -52,8 +54,9 @@ def device_table(device: str, layers: list[dict], notes=()) -> str:
     lines = ["[[device]]", *(f"# {note}" for note in notes), f"name = {json.dumps(device)}"]
     for row in layers:
         if row["engage"]:
+            than = "the declined path" if "declined_ms" in row else "bf16 F.linear"
             lines += ["", "[[device.region]]", f"# {row['layer']}: {row['m']} x {row['k']} -> "
-                      f"{row['n']}, fused faster than bf16 F.linear", f"min_m = {row['m']}",
+                      f"{row['n']}, fused faster than {than}", f"min_m = {row['m']}",
                       f"min_n = {row['n']}", f"max_n = {row['n']}", f"min_k = {row['k']}",
                       f"max_k = {row['k']}"]
     return "\n".join(lines) + "\n"
@@ -66,12 +69,16 @@ def regions(device: dict) -> set[tuple]:
 
 def entries(result: dict) -> str:
     """The toml entry for this card: its ``device_table``, its comments naming the measurement
-    with every layer's fused / bf16 time."""
-    margin = (f" (engages where fused takes at most {result['margin']} of bf16's time)"
+    with every layer's fused time over its yardstick's (the declined path's, or bf16's in runs
+    made before the declined path was measured)."""
+    declined = result.get("yardstick") == "declined"
+    yardstick, key = (("the declined path", "declined") if declined else ("bf16", "bf16"))
+    speedup = "speedup_declined" if declined else "speedup_fused"
+    margin = (f" (engages where fused takes at most {result['margin']} of {yardstick}'s time)"
               if "margin" in result else "")
-    notes = [f"torch {result.get('torch', '?')}, fused / bf16 per layer{margin}:"]
+    notes = [f"torch {result.get('torch', '?')}, fused / {yardstick} per layer{margin}:"]
     notes += [f"  {r['layer']} {r['m']}x{r['k']}->{r['n']}: {r['fused_ms']:.4f} / "
-              f"{r['bf16_ms']:.4f} ms ({r['speedup_fused']:.2f}x){' engage' * r['engage']}"
+              f"{r[f'{key}_ms']:.4f} ms ({r[speedup]:.2f}x){' engage' * r['engage']}"
               for r in result["layers"]]
     return device_table(result["device"], result["layers"], notes)
 

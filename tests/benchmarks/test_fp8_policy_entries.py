@@ -61,6 +61,49 @@ def test_an_unlisted_card_is_told_to_add_its_entry_and_the_entry_engages_fp8_lin
         fp8_linear.reload_policy()
 
 
+#: A run held to the declined path (bench_fp8.YARDSTICK), as the H100's would read: its ViT-L
+#: layers' declined path taken as bf16 F.linear plus one pass of the input's fake quantization at
+#: the H100's 3.35 TB/s (read and write 16384 x K bf16); the fused path beats both by over 5%.
+DECLINED_MS = {"vitl_fc1": 0.3131, "vitl_fc2": 0.2651}
+
+
+def held_to_the_declined_path(result):
+    result["yardstick"] = "declined"
+    for row in result["layers"]:
+        row["declined_ms"] = DECLINED_MS.get(row["layer"], row["bf16_ms"])
+        row["speedup_declined"] = row["declined_ms"] / row["fused_ms"]
+        row["engage"] = row["layer"] in DECLINED_MS
+
+
+def test_a_run_held_to_the_declined_path_says_so_and_its_entry_engages_the_folded_mlp(
+        tmp_path, capsys, monkeypatch):
+    path = run_as(PCIE, tmp_path, held_to_the_declined_path)
+    assert fp8_policy.main(["--from", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "fused / the declined path per layer (engages where fused takes at most 0.95 of the " \
+           "declined path's time)" in out
+    assert "#   vitl_fc2 16384x4096->1024: 0.1918 / 0.2651 ms (1.38x) engage" in out
+    assert out.count("fused faster than the declined path") == 2
+    assert f"{PCIE} is not listed: add this device entry" in err
+    policy = tmp_path / "fp8_policy.toml"
+    policy.write_text(fp8_policy.POLICY.read_text() + "\n" + out)
+    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
+    fp8_linear.reload_policy()
+    try:
+        assert fp8_linear._answer(0, 16384, FC1 + FC2)
+    finally:
+        monkeypatch.undo()
+        fp8_linear.reload_policy()
+
+
+def test_the_h100s_run_held_to_the_declined_path_would_replace_its_entry(tmp_path, capsys):
+    path = run_as(H100, tmp_path, held_to_the_declined_path)
+    assert fp8_policy.main(["--from", str(path)]) == 0
+    assert (f"{H100} is listed (as {H100!r}) with other regions (2 measured against 1 listed): "
+            "replace its entry with these") in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("run", "device", "counts"), [
     (H100_RUN, "NVIDIA H200", "1 measured against 2"),
     (H200_RUN, H100, "2 measured against 1"),

@@ -1,10 +1,10 @@
 """The fused FP8 linear: prologue, GEMM and epilogue for a finalized FP8 layer, when it wins.
 
 ``fp8_linear`` is what the finalized ``nn.Linear`` (and 1x1 ``nn.Conv2d``) calls; ``None`` sends
-the caller to its own path (dequantize-once bf16 or the portable forward). It engages only on CUDA,
-outside tracing/compiling/exporting, for bfloat16 activations, on shapes the measured policy
-(``fp8_policy.toml``, docs/performance.md) lists as faster than bf16 ``F.linear`` on the device
-the activations are on.
+the caller to its own path (its input's fake quantization, then bf16 ``F.linear`` on the weight
+dequantized once, or the portable forward). It engages only on CUDA, never in an export, for
+bfloat16 activations, on shapes the measured policy (``fp8_policy.toml``, docs/fp8_execute.md)
+lists as faster than its yardstick on the device the activations are on.
 
 This package's GEMM keeps its sums in the tensor cores' accumulator (faster) where K is at most
 ``FAST_ACCUMULATION_MAX_K``, where that stays more accurate than bf16 ``F.linear``, and promotes
@@ -115,7 +115,7 @@ def _device_regions(index: int) -> tuple[dict, ...]:
 
 def engages(device: str, m: int, n: int, k: int) -> bool:
     """Whether the policy's measurements on ``device`` (named as ``regions_of`` takes it) say
-    the fused path beats bf16 ``F.linear`` there for an (M, N, K) layer."""
+    the fused path beats its yardstick there for an (M, N, K) layer (fp8_policy.toml's header)."""
     return _covered(regions_of(device), m, n, k)
 
 
