@@ -35,6 +35,21 @@ def run_as(device: str, tmp_path, edit=lambda result: None, run=H100_RUN):
     return path
 
 
+def engages_with_entry(entry: str, tmp_path, monkeypatch) -> list[bool]:
+    """Whether ``fp8_linear`` engages ViT-L's fc1 and fc2 at 16384 rows on an H100 PCIe once
+    the shipped toml has ``entry`` appended."""
+    policy = tmp_path / "fp8_policy.toml"
+    policy.write_text(fp8_policy.POLICY.read_text() + "\n" + entry)
+    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
+    fp8_linear.reload_policy()
+    try:
+        return [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)]
+    finally:
+        monkeypatch.undo()
+        fp8_linear.reload_policy()
+
+
 @pytest.mark.parametrize(("run", "device"), [(H200_RUN, "NVIDIA H200"), (H100_RUN, H100)])
 def test_the_runs_behind_the_toml_need_no_change(capsys, run, device):
     assert fp8_policy.main(["--from", str(run)]) == 0
@@ -49,16 +64,7 @@ def test_an_unlisted_card_is_told_to_add_its_entry_and_the_entry_engages_fp8_lin
     out, err = capsys.readouterr()
     assert f"{PCIE} is not listed: add this device entry" in err
     assert "#   vitl_fc1 16384x1024->4096: 0.2424 / 0.2931 ms (1.21x) engage" in out
-    policy = tmp_path / "fp8_policy.toml"
-    policy.write_text(fp8_policy.POLICY.read_text() + "\n" + out)
-    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
-    fp8_linear.reload_policy()
-    try:
-        assert fp8_linear._answer(0, 16384, FC1) and not fp8_linear._answer(0, 16384, FC2)
-    finally:
-        monkeypatch.undo()
-        fp8_linear.reload_policy()
+    assert engages_with_entry(out, tmp_path, monkeypatch) == [True, False]
 
 
 #: A run held to the declined path (bench_fp8.YARDSTICK), as the H100's would read: its ViT-L
@@ -85,16 +91,7 @@ def test_a_run_held_to_the_declined_path_says_so_and_its_entry_engages_the_folde
     assert "#   vitl_fc2 16384x4096->1024: 0.1918 / 0.2651 ms (1.38x) engage" in out
     assert out.count("fused faster than the declined path") == 2
     assert f"{PCIE} is not listed: add this device entry" in err
-    policy = tmp_path / "fp8_policy.toml"
-    policy.write_text(fp8_policy.POLICY.read_text() + "\n" + out)
-    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
-    fp8_linear.reload_policy()
-    try:
-        assert fp8_linear._answer(0, 16384, FC1 + FC2)
-    finally:
-        monkeypatch.undo()
-        fp8_linear.reload_policy()
+    assert engages_with_entry(out, tmp_path, monkeypatch) == [True, True]
 
 
 def test_the_h100s_run_held_to_the_declined_path_would_replace_its_entry(tmp_path, capsys):
