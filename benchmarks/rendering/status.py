@@ -97,11 +97,13 @@ def status() -> list[str]:
          "their input, then bf16",
          f"[FP8](docs/fp8_execute.md), [numbers]({perf}#fp8-linear-per-layer)"],
         ["FP8 ViT MLP", "`FinalizedMLP`, GELU folded into fc2's prologue",
-         f"{vit['bf16_ms'] / vit['finalized_mlp_ms']:.2f}x bf16 (target 1.4x; GPU time)",
+         f"{vit['bf16_ms'] / vit['finalized_mlp_ms']:.2f}x bf16 (target 1.4x; GPU time); "
+         f"{ratio(comp_mlp['fp8_over_bf16_eager'])} eager on the {card(comp)}, whose policy "
+         "declines fc2",
          f"[FP8](docs/fp8_execute.md), [numbers]({perf}#fp8-mlp-prologue-and-epilogue)"],
         ["torch.compile", "every slot a `torch.library` operator: compiled calls give the "
          "eager bits; exports keep the portable math",
-         f"compiled / eager {x_span(compiled_ratios, 2)} a call "
+         f"{card(comp)}: compiled / eager {x_span(compiled_ratios, 2)} a call "
          f"({sum(x <= COMPILED_OVER_EAGER for x in compiled_ratios)} of "
          f"{len(compiled_ratios)} within "
          f"{COMPILED_OVER_EAGER}x: host-bound); FP8 ViT MLP compiled "
@@ -118,5 +120,10 @@ def status() -> list[str]:
          "bit for bit where the format allows, bounded error elsewhere",
          "[conformance](docs/conformance.md)"],
     ]
-    return table(["area", "what works", "headline: ours against its peer or floor (H200)",
-                  "read"], rows)
+    return table(["area", "what works",
+                  "headline: ours against its peer or floor (H200 unless named)", "read"], rows)
+
+
+def card(run: dict) -> str:
+    """The card a run names, short: "H100" for "NVIDIA H100 80GB HBM3"."""
+    return run["meta"]["gpu"].removeprefix("NVIDIA ").split()[0]

@@ -48,3 +48,18 @@ def test_an_edited_number_is_caught():
 def test_an_unknown_table_name_is_an_error():
     with pytest.raises(KeyError):
         pages.render("<!-- table: no_such_table -->\n<!-- end table -->")
+
+
+@pytest.mark.parametrize(("yardstick", "verdict"), [(None, "**missed**"), ("declined", "met")])
+def test_an_engaged_fp8_layer_is_held_to_what_it_replaces(monkeypatch, yardstick, verdict):
+    """An FP8 layer engaged at 0.90x bf16 but 1.30x its declined path (its input's fake
+    quantization, then bf16): in a run held to the declined path that meets "never slower than
+    what it replaces"; in an earlier run, held to bf16, it is a miss."""
+    from benchmarks.rendering import quant_tables
+
+    run = results.load(quant_tables.FP8)
+    layer = {**run["layers"][0], "engage": True, "speedup_fused": 0.90, "speedup_declined": 1.30}
+    run = {**run, "layers": [layer]} | ({"yardstick": yardstick} if yardstick else {})
+    monkeypatch.setattr(quant_tables, "load", lambda name: run)
+    row = next(line for line in quant_tables.fp8_layers() if line.startswith(f"| {layer['layer']}"))
+    assert row.endswith(f"| {verdict} |")
