@@ -46,7 +46,9 @@
 #     SWEEP_ARGS="--dtypes bfloat16".
 #   fp8-policy: the FP8 engage policy on this card (not in the default list): its checks and
 #     per-layer times as bench-fp8 measures them, into fp8_policy.json, and the fp8_policy.toml
-#     entries they support, into fp8_policy_entries.toml (what the toml needs: the log's end).
+#     entries they support, into fp8_policy_entries.toml (what the toml needs: the log's end),
+#     written into this tree's fp8_policy.toml too, so that later stages of the call (e.g.
+#     bench-compile's FP8 MLP) run the card as measured.
 #   sweep-fp8: the FP8 prologue's bits over every bf16/fp16 input and dynamic scale (the shipped
 #     kernel: on sm_89+ the hardware E4M3 conversion), and its time against a device copy per
 #     tile shape, division and E4M3 conversion (benchmarks/sweeps/sweep_fp8_prologue.py).
@@ -301,7 +303,7 @@ triton.__version__, time.strftime('%Y-%m-%d'))")" --out "$OUT/traced_on_cuda.tom
         # layers, nothing else; benchmarks/bench/measure_fp8_policy.py), then the toml entries it
         # supports and what fp8_policy.toml needs for them (benchmarks/rendering/fp8_policy.py)
         run fp8-policy 180 python3 benchmarks/bench/measure_fp8_policy.py "$OUT/fp8_policy.json"
-        python3 -m benchmarks.rendering.fp8_policy --from "$OUT/fp8_policy.json" \
+        python3 -m benchmarks.rendering.fp8_policy --from "$OUT/fp8_policy.json" --write \
             >"$OUT/fp8_policy_entries.toml" 2>"$LOGS/fp8-policy-entries.log"
         cat "$OUT/fp8_policy_entries.toml" "$LOGS/fp8-policy-entries.log"
         summary+=("$(sed 's/^/    /' "$LOGS/fp8-policy-entries.log")") ;;

@@ -14,8 +14,10 @@ library only, like the tables.
 Prints the card's entry on stdout (its ``[[device]]`` table, each layer's fused / bf16 as
 comments), and on stderr what to do with it against the current toml: nothing (the card is
 listed with the same regions), add the entry (no table names the card), or replace the card's
-entry (it is listed with other regions). A card whose checks failed gets no entry (exit status
-1): the fused path must give its bits there first.
+entry (it is listed with other regions). ``--write`` does that to the toml itself (the
+``fp8-policy`` stage of ``gpu_run.sh`` writes the device's copy, so that later stages of the same
+call run the card as measured; the shipped entry keeps its provenance comments by hand). A card
+whose checks failed gets no entry (exit status 1): the fused path must give its bits there first.
 """
 
 from __future__ import annotations
@@ -83,19 +85,45 @@ def entries(result: dict) -> str:
     return device_table(result["device"], result["layers"], notes)
 
 
+def listed(result: dict, current: dict) -> list[dict]:
+    """The toml's tables that name this card (``fp8_linear`` takes the first)."""
+    return [table for table in current.get("device", ()) if table["name"] in result["device"]]
+
+
 def verdict(result: dict, current: dict) -> str:
     """What the current toml needs for this card's measurement: its entry is the table whose
     name the card's contains, as ``fp8_linear`` finds it."""
     device = result["device"]
     measured = regions(tomllib.loads(device_table(device, result["layers"]))["device"][0])
-    listed = [table for table in current.get("device", ()) if table["name"] in device]
-    if not listed:
+    tables = listed(result, current)
+    if not tables:
         return f"{device} is not listed: add this device entry"
-    name, theirs = listed[0]["name"], regions(listed[0])
+    name, theirs = tables[0]["name"], regions(tables[0])
     if theirs == measured:
         return f"{device} is listed (as {name!r}) with the same regions: no change"
     return (f"{device} is listed (as {name!r}) with other regions ({len(measured)} measured "
             f"against {len(theirs)} listed): replace its entry with these")
+
+
+def written(text: str, name: str | None, entry: str) -> str:
+    """The toml ``text`` with the ``[[device]]`` table named ``name`` replaced by ``entry`` (its
+    lines from its ``[[device]]`` header to the next one's), or ``entry`` appended where ``name``
+    is None."""
+    blocks, block = [], []
+    for line in text.splitlines(keepends=True):
+        if line.strip() == "[[device]]" and block:
+            blocks.append(block)
+            block = []
+        block.append(line)
+    blocks.append(block)
+    if name is None:
+        return text.rstrip("\n") + "\n\n" + entry
+    header = f"name = {json.dumps(name)}\n"
+    [index] = [i for i, lines in enumerate(blocks) if lines[0].strip() == "[[device]]"
+               and header in lines]
+    tail = "\n" if index < len(blocks) - 1 else ""
+    blocks[index] = [entry + tail]
+    return "".join("".join(lines) for lines in blocks)
 
 
 def main(argv=None) -> int:
@@ -105,6 +133,8 @@ def main(argv=None) -> int:
                         help="measure_fp8_policy.py's (or bench_fp8.py's) results JSON")
     parser.add_argument("--policy", type=Path, default=POLICY,
                         help="the toml to compare with (default: the shipped one)")
+    parser.add_argument("--write", action="store_true",
+                        help="add or replace the card's entry in that toml")
     args = parser.parse_args(argv)
     result = json.loads(args.results.read_text())
     if "skipped" in result:
@@ -114,9 +144,15 @@ def main(argv=None) -> int:
         print(f"{result['device']}: the GPU checks failed, no entries: " + "; ".join(failed),
               file=sys.stderr)
         return 1
-    print(entries(result), end="")
-    with args.policy.open("rb") as file:
-        print(verdict(result, tomllib.load(file)), file=sys.stderr)
+    entry = entries(result)
+    print(entry, end="")
+    text = args.policy.read_text()
+    current = tomllib.loads(text)
+    print(verdict(result, current), file=sys.stderr)
+    if args.write:
+        tables = listed(result, current)
+        args.policy.write_text(written(text, tables[0]["name"] if tables else None, entry))
+        print(f"written into {args.policy}", file=sys.stderr)
     return 0
 
 

@@ -138,3 +138,36 @@ def test_a_measurement_without_cuda_says_why_and_gets_no_entries(tmp_path, capsy
     assert "skipped, no CUDA device" in child.stderr
     assert fp8_policy.main(["--from", str(path)]) == 1
     assert "nothing was measured (no CUDA device" in capsys.readouterr().err
+
+
+def test_written_the_h100s_declined_run_replaces_its_entry_alone_and_engages_there(
+        tmp_path, capsys, monkeypatch):
+    policy = tmp_path / "fp8_policy.toml"
+    policy.write_text(fp8_policy.POLICY.read_text())
+    path = run_as(H100, tmp_path, held_to_the_declined_path)
+    assert fp8_policy.main(["--from", str(path), "--policy", str(policy), "--write"]) == 0
+    assert f"written into {policy}" in capsys.readouterr().err
+    shipped, now = (tomllib.loads(text)["device"] for text in
+                    (fp8_policy.POLICY.read_text(), policy.read_text()))
+    assert [table["name"] for table in now] == [table["name"] for table in shipped]
+    assert now[0] == shipped[0]  # the H200's entry, untouched
+    assert fp8_policy.regions(now[1]) == {(16384, None, 4096, 4096, 1024, 1024),
+                                          (16384, None, 1024, 1024, 4096, 4096)}
+    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: H100)
+    fp8_linear.reload_policy()
+    try:
+        assert [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)] == [True, True]
+    finally:
+        monkeypatch.undo()
+        fp8_linear.reload_policy()
+
+
+def test_written_an_unlisted_cards_entry_is_appended(tmp_path, capsys):
+    policy = tmp_path / "fp8_policy.toml"
+    policy.write_text(fp8_policy.POLICY.read_text())
+    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path)), "--policy", str(policy),
+                            "--write"]) == 0
+    names = [table["name"] for table in tomllib.loads(policy.read_text())["device"]]
+    assert names == ["NVIDIA H200", H100, PCIE]
+    assert policy.read_text().startswith(fp8_policy.POLICY.read_text().rstrip("\n"))
