@@ -1,6 +1,7 @@
 """torch.compile against eager, side by side, on a CUDA GPU: the slots as PyTorch operators.
 
-Usage: ``python benchmarks/bench/bench_compile.py OUT.json [--rounds 15] [--quick] [--any-device]``
+Usage: ``python benchmarks/bench/bench_compile.py OUT.json [--rounds 15] [--quick | --mlp-only]
+[--any-device]``
 
 Rows (issue "The kernels are PyTorch operators"): deformable attention (Deformable-DETR's encoder
 and decoder, RT-DETR's decoder, the ragged RT-DETRv2 / D-FINE decoders), fake quantization
@@ -369,6 +370,9 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the headline rows only: one decoder call of each "
                              "deformable-attention slot, no other fake-quant slots")
+    parser.add_argument("--mlp-only", action="store_true",
+                        help="the FP8 ViT-L MLP rows alone (against bf16 and torchao, eager and "
+                             "compiled): a card's FP8 policy, just measured, in one short run")
     parser.add_argument("--any-device", action="store_true",
                         help="the FP8 policy engages on this GPU in every region fp8_policy.toml "
                              "lists for any device (the MLP rows then say how the fused path "
@@ -399,7 +403,7 @@ def main(argv=None) -> None:
                                               "floor": floor, "slot_floors": floors}, indent=1,
                                              default=str) + "\n")
 
-    msda = QUICK_MSDA_ROWS if args.quick else MSDA_ROWS
+    msda = () if args.mlp_only else QUICK_MSDA_ROWS if args.quick else MSDA_ROWS
     for slot, case in msda:
         inputs, kwargs = msda_inputs(slot, case)
         for backward in (False, True):
@@ -408,7 +412,7 @@ def main(argv=None) -> None:
             if all(f["slot"] != slot or f["backward"] != backward for f in floors):
                 keep(floors, slot_floor_rows(slot, case, inputs, kwargs, args.rounds,
                                              backward))
-    fake_quant = FAKE_QUANT[:2] if args.quick else FAKE_QUANT
+    fake_quant = () if args.mlp_only else FAKE_QUANT[:2] if args.quick else FAKE_QUANT
     for slot, _ in fake_quant:
         for rows_, cols in SIZES if slot not in ("fake_quant_fp8", "fake_quant_int8_per_channel") \
                 else (SIZES[0] if slot == "fake_quant_fp8" else SIZES[1],):
@@ -420,13 +424,13 @@ def main(argv=None) -> None:
             if all(f["slot"] != slot for f in floors):  # the forward: fake quant's host time
                 keep(floors, slot_floor_rows(slot, f"{rows_}x{cols} bf16", inputs, kwargs,
                                              args.rounds, False))
-    for slot in ("fake_quant_fp8", "fake_quant_mxfp8_dynamic"):
+    for slot in () if args.mlp_only else ("fake_quant_fp8", "fake_quant_mxfp8_dynamic"):
         keep(rows, {"slot": slot, "case": "dynamic=True", "compiles": recompiles(
             call_of(slot), lambda n, s=slot: fake_quant_inputs(s, n, 1024, gen),
             DYNAMIC_ROWS), "sizes": list(DYNAMIC_ROWS)})
     for row in mlp_rows(args.rounds):
         keep(mlp, row)
-    for row in floor_rows(args.rounds):
+    for row in () if args.mlp_only else floor_rows(args.rounds):
         keep(floor, row)
     print("| row | fwd/bwd | same bits | eager µs | compiled µs | compiled/eager | host µs eager"
           " / compiled | graph ms | reduce-overhead ms | ratio |")
