@@ -19,7 +19,7 @@ from benchmarks.rendering import fp8_policy
 from benchmarks.rendering.results import RESULTS, ROOT
 from libreyolo.kernels.quant.execute import fp8_linear
 
-H200_RUN = RESULTS / "fp8_v5_bias_kept_h200_2026-12-03.json"
+H200_RUN = RESULTS / "fp8_policy_declined_h200_2026-12-07.json"
 H100_RUN = RESULTS / "fp8_policy_h100_2026-12-07.json"
 H100 = "NVIDIA H100 80GB HBM3"  # torch.cuda.get_device_name on the lent H100s
 PCIE = "NVIDIA H100 PCIe"  # another card, never measured
@@ -102,8 +102,8 @@ def test_the_h100s_run_held_to_the_declined_path_would_replace_its_entry(tmp_pat
 
 
 @pytest.mark.parametrize(("run", "device", "counts"), [
-    (H100_RUN, "NVIDIA H200", "1 measured against 2"),
-    (H200_RUN, H100, "2 measured against 1"),
+    (H100_RUN, "NVIDIA H200", "1 measured against 10"),
+    (H200_RUN, H100, "10 measured against 1"),
 ])
 def test_a_card_listed_with_other_regions_is_told_to_replace_its_entry(tmp_path, capsys, run,
                                                                        device, counts):
