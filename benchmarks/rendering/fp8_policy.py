@@ -119,8 +119,12 @@ def written(text: str, name: str | None, entry: str) -> str:
     if name is None:
         return text.rstrip("\n") + "\n\n" + entry
     header = f"name = {json.dumps(name)}\n"
-    [index] = [i for i, lines in enumerate(blocks) if lines[0].strip() == "[[device]]"
-               and header in lines]
+    found = [i for i, lines in enumerate(blocks) if lines[0].strip() == "[[device]]"
+             and header in lines]
+    if len(found) != 1:
+        raise ValueError(f"--write: no single [[device]] table holds the line {header.strip()!r} "
+                         "as this renderer writes it; edit the toml by hand")
+    [index] = found
     tail = "\n" if index < len(blocks) - 1 else ""
     blocks[index] = [entry + tail]
     return "".join("".join(lines) for lines in blocks)

@@ -171,3 +171,10 @@ def test_written_an_unlisted_cards_entry_is_appended(tmp_path, capsys):
     names = [table["name"] for table in tomllib.loads(policy.read_text())["device"]]
     assert names == ["NVIDIA H200", H100, PCIE]
     assert policy.read_text().startswith(fp8_policy.POLICY.read_text().rstrip("\n"))
+
+
+def test_written_a_hand_quoted_entry_is_refused_naming_the_line():
+    text = fp8_policy.POLICY.read_text().replace('name = "NVIDIA H200"', "name = 'NVIDIA H200'")
+    with pytest.raises(ValueError, match="no single \\[\\[device\\]\\] table holds the line "
+                                         "'name = \"NVIDIA H200\"'"):
+        fp8_policy.written(text, "NVIDIA H200", "[[device]]\nname = \"NVIDIA H200\"\n")
