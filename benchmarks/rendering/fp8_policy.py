@@ -69,13 +69,20 @@ def regions(device: dict) -> set[tuple]:
     return {tuple(region.get(b) for b in BOUNDS) for region in device.get("region", ())}
 
 
+def speedup_key(run: dict) -> str:
+    """The key of a layer row's fused speedup over the path an engaged layer replaces:
+    ``speedup_declined`` in runs held to the declined path (``"yardstick": "declined"``),
+    ``speedup_fused`` (over bf16 ``F.linear``) in the runs before them."""
+    return "speedup_declined" if run.get("yardstick") == "declined" else "speedup_fused"
+
+
 def entries(result: dict) -> str:
     """The toml entry for this card: its ``device_table``, its comments naming the measurement
     with every layer's fused time over its yardstick's (the declined path's, or bf16's in runs
     made before the declined path was measured)."""
-    declined = result.get("yardstick") == "declined"
-    yardstick, key = (("the declined path", "declined") if declined else ("bf16", "bf16"))
-    speedup = "speedup_declined" if declined else "speedup_fused"
+    speedup = speedup_key(result)
+    yardstick, key = (("the declined path", "declined") if speedup == "speedup_declined"
+                      else ("bf16", "bf16"))
     margin = (f" (engages where fused takes at most {result['margin']} of {yardstick}'s time)"
               if "margin" in result else "")
     notes = [f"torch {result.get('torch', '?')}, fused / {yardstick} per layer{margin}:"]

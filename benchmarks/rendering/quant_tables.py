@@ -17,6 +17,7 @@ from benchmarks.rendering.formatting import (
     times,
     verdict,
 )
+from benchmarks.rendering.fp8_policy import speedup_key
 from benchmarks.rendering.results import load, source
 
 FAKE_QUANT = "fake_quant_v4_h200_2026-12-01.json"
@@ -105,7 +106,7 @@ def fp8_layers() -> list[str]:
     the declined path in runs held to it (``"yardstick": "declined"``), bf16 in earlier runs."""
     rows, missed = [], []
     data = load(FP8)
-    replaced = "speedup_declined" if data.get("yardstick") == "declined" else "speedup_fused"
+    replaced = speedup_key(data)
     for r in data["layers"]:
         fp8, bf16 = _fp8_floors(r)
         ok = (not r["engage"]) or r[replaced] >= 1
