@@ -51,12 +51,8 @@ def test_the_environment_check_passes_under_the_interpreter():
     assert triton_ready() is True
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
-@pytest.mark.parametrize("case", SMALL_CASES, ids=lambda c: c.name)
-def test_forward_and_gradients_are_within_the_bounded_contract(case, dtype):
-    inputs = make_inputs(case, dtype=dtype, seed=3)
-    for verdict in bounded_check(ms_deform_attn_triton, *inputs):
-        assert verdict.passed, f"{case.name} {dtype}: {verdict}"
+# The small cases' forward and gradients against the bounded contract, in every dtype and layout,
+# are the interpreter matrix's cells (conformance/test_interpreter.py); below, what it does not ask.
 
 
 @st.composite
