@@ -18,8 +18,9 @@ Usage: ``python benchmarks/profiles/profile_compile.py OUT.txt [--any-device]``
   and how many distinct input objects the selection saw (a memo keyed by the input's identity
   misses on every call if the compiled operator hands the kernel a new tensor object each time);
 - the FP8 MLP eager and compiled in queued windows (µs a call and host µs a call, as
-  ``bench_compile.py`` times them) and whether a steady-state call synchronizes the host: a
-  compiled call whose window time is its host time plus its GPU time waits on the device.
+  ``bench_compile.py`` times them) and whether a steady-state call synchronizes the host (a
+  call whose window time is its host time plus its GPU time waits on the device), and if so at
+  which of this repository's lines (torch's sync debug mode raises there).
 ``--any-device``: the FP8 policy engages on any CUDA device in every region it lists for any
 measured device (``fp8_policy.toml`` holds each card's own), to probe the fused path's mechanics
 where they would not run (the folded MLP on an H100, which engages on ViT-L's fc1 only); such a
@@ -32,6 +33,7 @@ import dataclasses
 import statistics
 import sys
 import time
+import traceback
 from collections import defaultdict
 from pathlib import Path
 
@@ -135,17 +137,29 @@ def kernel_table(model, x) -> str:
 
 
 def synchronizes(fn, x) -> str:
-    """Whether a steady-state call of ``fn(x)`` synchronizes the host with the device."""
+    """Whether a steady-state call of ``fn(x)`` synchronizes the host with the device, and if so
+    where: torch's sync debug mode raises at the synchronizing call, and the answer names this
+    repository's innermost frames on the way to it."""
     fn(x)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         fn(x)
     except RuntimeError as exc:
-        return f"yes ({str(exc).splitlines()[0][:120]})"
+        return f"yes ({str(exc).splitlines()[0][:120]}; at {frames_in_repository(exc)})"
     finally:
         torch.cuda.set_sync_debug_mode("default")
     return "no"
+
+
+def frames_in_repository(exc: BaseException, most: int = 4) -> str:
+    """The innermost ``most`` frames of ``exc``'s traceback that lie in this repository, innermost
+    first, as ``path:line function`` (paths from the repository root), or "no frame of ours"."""
+    root = Path(__file__).resolve().parents[2]
+    ours = [frame for frame in traceback.extract_tb(exc.__traceback__)
+            if Path(frame.filename).resolve().is_relative_to(root)]
+    return " <- ".join(f"{Path(f.filename).resolve().relative_to(root)}:{f.lineno} {f.name}"
+                       for f in reversed(ours[-most:])) or "no frame of ours"
 
 
 def main(out: str, any_device: bool = False) -> None:

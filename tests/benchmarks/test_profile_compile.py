@@ -21,3 +21,21 @@ def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():
     assert stages["call"] >= stages["selected"] >= stages["fn"]
     assert (registry.run_selected, registry._eligible, capabilities.Capabilities.decline,
             registry._DECLARED["fake_quant_fp8"]) == before
+
+
+def _synchronizing_call():
+    raise RuntimeError("called a synchronizing CUDA operation")
+
+
+def test_a_synchronizing_call_is_named_by_our_innermost_frames():
+    """``synchronizes`` says where a call synchronized: the frames of this repository on the way
+    to the raising call, innermost first (torch's own frames left out)."""
+    try:
+        torch.tensor([1.0]).apply_(lambda v: _synchronizing_call())
+    except RuntimeError as exc:
+        where = profile_compile.frames_in_repository(exc)
+    innermost, caller = where.split(" <- ")[:2]
+    assert innermost.startswith("tests/benchmarks/test_profile_compile.py:")
+    assert innermost.endswith(" _synchronizing_call")
+    assert caller.endswith(" <lambda>")
+    assert profile_compile.frames_in_repository(RuntimeError("no traceback")) == "no frame of ours"

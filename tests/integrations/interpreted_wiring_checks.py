@@ -13,10 +13,10 @@ from .detectors import FAMILIES, check_family  # noqa: E402
 
 #: One family per kernel path: the classic slot, the ragged slot's discrete and bilinear sampling
 #: with unequal points per level; and the families whose sites sit in their own code (Grounding
-#: DINO and MM Grounding DINO, LW-DETR, RF-DETR, PP-DocLayoutV3). Their small configurations
-#: sample 2 points a level (D-FINE's [1, 3, 2]) and some 2 heads, where the interpreter cost most:
-#: it costs ~0.7 ms a program, and RT-DETR's 4 points took 20 s of this child against 12 with 2
-#: (CPU runs every family through the portable stand-in)
+#: DINO and MM Grounding DINO, LW-DETR, RF-DETR, PP-DocLayoutV3). Most of their small
+#: configurations sample 2 points a level (D-FINE [1, 3, 2]), some with 2 heads, where the
+#: interpreter cost most: it costs ~0.7 ms a program, and RT-DETR's 4 points took 20 s of this
+#: child against 12 with 2 (CPU runs every family through the portable stand-in)
 KERNEL_PATHS = ("rt_detr", "rt_detr_v2_discrete", "d_fine", "grounding_dino", "mm_grounding_dino",
                 "lw_detr", "rf_detr", "pp_doclayout_v3")
 
