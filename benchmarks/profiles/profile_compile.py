@@ -153,11 +153,13 @@ def synchronizes(fn, x) -> str:
 
 
 def frames_in_repository(exc: BaseException, most: int = 4) -> str:
-    """The innermost ``most`` frames of ``exc``'s traceback that lie in this repository, innermost
-    first, as ``path:line function`` (paths from the repository root), or "no frame of ours"."""
+    """The innermost ``most`` frames of ``exc``'s traceback that lie in this repository's code (not
+    in installed packages, a virtual environment inside the repository included), innermost first,
+    as ``path:line function`` (paths from the repository root), or "no frame of ours"."""
     root = Path(__file__).resolve().parents[2]
     ours = [frame for frame in traceback.extract_tb(exc.__traceback__)
-            if Path(frame.filename).resolve().is_relative_to(root)]
+            if Path(frame.filename).resolve().is_relative_to(root)
+            and "site-packages" not in Path(frame.filename).parts]
     return " <- ".join(f"{Path(f.filename).resolve().relative_to(root)}:{f.lineno} {f.name}"
                        for f in reversed(ours[-most:])) or "no frame of ours"
 

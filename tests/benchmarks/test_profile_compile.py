@@ -23,19 +23,20 @@ def test_the_stages_add_up_within_the_call_and_the_registry_is_restored():
             registry._DECLARED["fake_quant_fp8"]) == before
 
 
-def _synchronizing_call():
-    raise RuntimeError("called a synchronizing CUDA operation")
+class _Synchronizing(torch.nn.Module):
+    def forward(self, x):
+        raise RuntimeError("called a synchronizing CUDA operation")
 
 
 def test_a_synchronizing_call_is_named_by_our_innermost_frames():
-    """``synchronizes`` says where a call synchronized: the frames of this repository on the way
-    to the raising call, innermost first (torch's own frames left out)."""
+    """``synchronizes`` says where a call synchronized: the frames of this repository's code on
+    the way to the raising call, innermost first, torch's own (``Module.__call__``) left out."""
     try:
-        torch.tensor([1.0]).apply_(lambda v: _synchronizing_call())
+        _Synchronizing()(torch.ones(1))
     except RuntimeError as exc:
         where = profile_compile.frames_in_repository(exc)
-    innermost, caller = where.split(" <- ")[:2]
+    innermost, caller = where.split(" <- ")
     assert innermost.startswith("tests/benchmarks/test_profile_compile.py:")
-    assert innermost.endswith(" _synchronizing_call")
-    assert caller.endswith(" <lambda>")
+    assert innermost.endswith(" forward")
+    assert caller.endswith(" test_a_synchronizing_call_is_named_by_our_innermost_frames")
     assert profile_compile.frames_in_repository(RuntimeError("no traceback")) == "no frame of ours"
