@@ -39,7 +39,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench.bench_host import profile_table  # noqa: E402
 from libreyolo.kernels import ops  # noqa: E402
@@ -156,12 +157,11 @@ def frames_in_repository(exc: BaseException, most: int = 4) -> str:
     """The innermost ``most`` frames of ``exc``'s traceback that lie in this repository's code (not
     in installed packages, a virtual environment inside the repository included), innermost first,
     as ``path:line function`` (paths from the repository root), or "no frame of ours"."""
-    root = Path(__file__).resolve().parents[2]
-    ours = [frame for frame in traceback.extract_tb(exc.__traceback__)
-            if Path(frame.filename).resolve().is_relative_to(root)
-            and "site-packages" not in Path(frame.filename).parts]
-    return " <- ".join(f"{Path(f.filename).resolve().relative_to(root)}:{f.lineno} {f.name}"
-                       for f in reversed(ours[-most:])) or "no frame of ours"
+    ours = [(path, frame) for frame in traceback.extract_tb(exc.__traceback__)
+            if (path := Path(frame.filename).resolve()).is_relative_to(ROOT)
+            and "site-packages" not in path.parts]
+    return " <- ".join(f"{path.relative_to(ROOT)}:{frame.lineno} {frame.name}"
+                       for path, frame in reversed(ours[-most:])) or "no frame of ours"
 
 
 def main(out: str, any_device: bool = False) -> None:
