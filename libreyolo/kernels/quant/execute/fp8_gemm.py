@@ -16,7 +16,8 @@ takes per-row x per-column scales only with a bfloat16 output. So:
   (torch 2.11 on CUDA), so the output is the reference's: the bias alone, scaled zeros beside it.
 
 On CPU, ``_scaled_mm`` (torch 2.13) takes every shape, scale mode and output dtype directly, which
-is what the suite's CPU cells run. Nothing here reads device data: graph capture is safe.
+is what the suite's CPU cells run (per-tensor scales passed as rowwise ones: ``_cpu``). Nothing
+here reads device data: graph capture is safe.
 """
 
 from __future__ import annotations
@@ -105,7 +106,14 @@ def scaled_mm_cuda(a_p, b_p, scale_a, scale_b, bias, out_dtype, rowwise, n, *,
 
 
 def _cpu(plan: GemmPlan) -> torch.Tensor:
-    n = plan.b.shape[0]
-    scale_b = plan.scale_b.view(1, n) if plan.rowwise else plan.scale_b
-    return torch._scaled_mm(plan.a, plan.b.t(), scale_a=plan.scale_a, scale_b=scale_b,
+    """On CPU per-tensor scales go in as rowwise ones, the scale repeated per row and column:
+    torch 2.13's CPU ``_scaled_mm`` takes 0-dim scales down a path about 1,000x slower than
+    (M, 1) and (1, N) ones (benchmarks/NOTES.md, "The CPU tensorwise GEMM")."""
+    m, n = plan.a.shape[0], plan.b.shape[0]
+    if plan.rowwise:
+        scale_a, scale_b = plan.scale_a, plan.scale_b.view(1, n)
+    else:
+        scale_a = plan.scale_a.reshape(1, 1).expand(m, 1).contiguous()
+        scale_b = plan.scale_b.reshape(1, 1).expand(1, n).contiguous()
+    return torch._scaled_mm(plan.a, plan.b.t(), scale_a=scale_a, scale_b=scale_b,
                             bias=plan.bias, out_dtype=plan.out_dtype)
