@@ -11,9 +11,8 @@ SLOT = "fake_quant_int8_per_channel"
 @breaks(SLOT)
 def recurses_into_dispatch(x, scale, axis=0):
     """Calls ``dispatch`` of its own slot, which selects it again, until Python's stack runs out:
-    the ``RecursionError`` unwinds to the outermost ``dispatch``, which disables it and lets the
-    next implementation answer (the reference, where it runs alone), so every call returns
-    another implementation's bits."""
+    the innermost ``dispatch`` catches the ``RecursionError``, disables it and lets the reference
+    answer, so every call returns the reference's bits."""
     from libreyolo.kernels import dispatch
 
     return dispatch(SLOT, x, scale, axis)

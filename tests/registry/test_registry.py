@@ -238,28 +238,6 @@ def test_an_input_error_only_the_kernel_raises_is_the_kernel_failing(error, stub
     assert names(WITH_REF) == ["reference"]
 
 
-def test_an_implementation_calling_its_own_slot_is_disabled_and_nothing_else(stub_reference):
-    """It selects itself again until Python's stack runs out. Only the outermost dispatch of the
-    slot judges that RecursionError: at the depth where it was raised, the next implementation
-    fails for want of stack too, and would be disabled for nothing (an in-tree Triton kernel
-    compiling on its first call did, on a GPU)."""
-    def descend(depth):
-        return descend(depth - 1) if depth else None
-
-    def needs_stack(x):  # what a first call that compiles a kernel looks like to the stack
-        descend(100)
-        return tagged("needs-stack", WITH_REF)(x)
-
-    stub_reference(WITH_REF, tagged("ref", WITH_REF))
-    register(WITH_REF, needs_stack, name="needs-stack")
-    register(WITH_REF, lambda x: dispatch(WITH_REF, x), name="recursing")
-    with pytest.warns(KernelDisabledWarning) as record:
-        assert tag_of(dispatch(WITH_REF, X)) == "needs-stack"
-    assert [str(w.message).split(" failed")[0] for w in record] == [
-        f"libreyolo.kernels: {WITH_REF}/recursing"]
-    assert names(WITH_REF) == ["needs-stack", "reference"]
-
-
 def test_running_out_of_memory_propagates_and_disables_nothing(stub_reference):
     def out_of_memory(x):
         raise torch.OutOfMemoryError("CUDA out of memory")

@@ -7,7 +7,6 @@ gradients of what a call would run (``backward``)."""
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,19 +75,6 @@ def _ask(impl: Implementation, args: tuple, kwargs: dict) -> Choice | Declined:
         return Declined(given)
     return Declined(f"accepts() returned {given!r} ({type(given).__name__}); it must return "
                     "None, a reason string or a Prepared plan", wrong_answer=True)
-
-
-def _selecting_further_out(op: str) -> bool:
-    """Whether a ``run_selected`` of ``op`` further out in this thread's stack led to this one
-    (an implementation calling its own slot). A RecursionError is judged there, where there is
-    stack to run the next implementation: here the next one would fail for want of stack too,
-    and be disabled for nothing. Walks the frames on this error path only."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code is run_selected.__code__ and frame.f_locals.get("op") == op:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _judge(op: str, args: tuple, kwargs: dict) -> None:
@@ -164,8 +150,6 @@ def run_selected(op: str, args: tuple, kwargs: dict):
         except torch.OutOfMemoryError:
             raise
         except Exception as exc:  # noqa: BLE001 - judged below: bad input or a bug
-            if isinstance(exc, RecursionError) and _selecting_further_out(op):
-                raise
             suspects.append((impl, f"accepts() raised {type(exc).__name__}: {exc}"))
             declined.append(f"{impl.name}: accepts() raised {type(exc).__name__}")
             continue
@@ -180,8 +164,6 @@ def run_selected(op: str, args: tuple, kwargs: dict):
         except torch.OutOfMemoryError:
             raise
         except Exception as exc:
-            if isinstance(exc, RecursionError) and _selecting_further_out(op):
-                raise
             if impl.is_reference:
                 raise  # the judge rejects this input: nobody is disabled
             if impl.writes_inputs:  # its inputs may have changed: nothing else may run them
