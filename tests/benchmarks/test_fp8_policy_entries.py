@@ -20,7 +20,7 @@ from benchmarks.rendering.results import RESULTS, ROOT
 from libreyolo.kernels.quant.execute import fp8_linear
 
 H200_RUN = RESULTS / "fp8_policy_declined_h200_2026-12-07.json"
-H100_RUN = RESULTS / "fp8_policy_h100_2026-12-07.json"
+H100_RUN = RESULTS / "fp8_policy_declined_h100_2026-12-07.json"
 H100 = "NVIDIA H100 80GB HBM3"  # torch.cuda.get_device_name on the lent H100s
 PCIE = "NVIDIA H100 PCIe"  # another card, never measured
 FC1, FC2 = ((4096, 1024),), ((1024, 4096),)  # ViT-L's layers, (N, K), at 16384 rows
@@ -63,47 +63,28 @@ def test_an_unlisted_card_is_told_to_add_its_entry_and_the_entry_engages_fp8_lin
     assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path))]) == 0
     out, err = capsys.readouterr()
     assert f"{PCIE} is not listed: add this device entry" in err
-    assert "#   vitl_fc1 16384x1024->4096: 0.2424 / 0.2931 ms (1.21x) engage" in out
-    assert engages_with_entry(out, tmp_path, monkeypatch) == [True, False]
-
-
-#: A run held to the declined path (bench_fp8.YARDSTICK), as the H100's would read: its ViT-L
-#: layers' declined path taken as bf16 F.linear plus one pass of the input's fake quantization at
-#: the H100's 3.35 TB/s (read and write 16384 x K bf16); the fused path beats both by over 5%.
-DECLINED_MS = {"vitl_fc1": 0.3131, "vitl_fc2": 0.2651}
-
-
-def held_to_the_declined_path(result):
-    result["yardstick"] = "declined"
-    for row in result["layers"]:
-        row["declined_ms"] = DECLINED_MS.get(row["layer"], row["bf16_ms"])
-        row["speedup_declined"] = row["declined_ms"] / row["fused_ms"]
-        row["engage"] = row["layer"] in DECLINED_MS
-
-
-def test_a_run_held_to_the_declined_path_says_so_and_its_entry_engages_the_folded_mlp(
-        tmp_path, capsys, monkeypatch):
-    path = run_as(PCIE, tmp_path, held_to_the_declined_path)
-    assert fp8_policy.main(["--from", str(path)]) == 0
-    out, err = capsys.readouterr()
     assert "fused / the declined path per layer (engages where fused takes at most 0.95 of the " \
            "declined path's time)" in out
-    assert "#   vitl_fc2 16384x4096->1024: 0.1918 / 0.2651 ms (1.38x) engage" in out
-    assert out.count("fused faster than the declined path") == 2
-    assert f"{PCIE} is not listed: add this device entry" in err
+    assert "#   vitl_fc2 16384x4096->1024: 0.1935 / 0.3149 ms (1.63x) engage" in out
+    assert "#   det_4800_256_256 4800x256->256: 0.0132 / 0.0137 ms (1.04x)\n" in out
+    assert out.count("fused faster than the declined path") == 9
     assert engages_with_entry(out, tmp_path, monkeypatch) == [True, True]
 
 
-def test_the_h100s_run_held_to_the_declined_path_would_replace_its_entry(tmp_path, capsys):
-    path = run_as(H100, tmp_path, held_to_the_declined_path)
-    assert fp8_policy.main(["--from", str(path)]) == 0
-    assert (f"{H100} is listed (as {H100!r}) with other regions (2 measured against 1 listed): "
-            "replace its entry with these") in capsys.readouterr().err
+def test_a_run_held_to_bf16_alone_says_so_and_engages_less(tmp_path, capsys, monkeypatch):
+    """The H100's first run, held to bf16 ``F.linear`` alone (before the declined path was the
+    yardstick): its entry says which yardstick it had, and engages fc1 only."""
+    run = RESULTS / "fp8_policy_h100_2026-12-07.json"
+    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path, run=run))]) == 0
+    out = capsys.readouterr().out
+    assert "fused / bf16 per layer" in out
+    assert "#   vitl_fc2 16384x4096->1024: 0.1918 / 0.1850 ms (0.96x)\n" in out
+    assert engages_with_entry(out, tmp_path, monkeypatch) == [True, False]
 
 
 @pytest.mark.parametrize(("run", "device", "counts"), [
-    (H100_RUN, "NVIDIA H200", "1 measured against 10"),
-    (H200_RUN, H100, "10 measured against 1"),
+    (H100_RUN, "NVIDIA H200", "8 measured against 10"),
+    (H200_RUN, H100, "10 measured against 8"),
 ])
 def test_a_card_listed_with_other_regions_is_told_to_replace_its_entry(tmp_path, capsys, run,
                                                                        device, counts):
@@ -140,24 +121,26 @@ def test_a_measurement_without_cuda_says_why_and_gets_no_entries(tmp_path, capsy
     assert "nothing was measured (no CUDA device" in capsys.readouterr().err
 
 
-def test_written_the_h100s_declined_run_replaces_its_entry_alone_and_engages_there(
+def test_written_a_listed_cards_new_run_replaces_its_entry_alone_and_engages_there(
         tmp_path, capsys, monkeypatch):
+    """The H100's entry rewritten from another run (the H200's, read as the H100's first run,
+    held to bf16, would engage fc1 alone): the H200's entry is untouched, the H100's regions
+    are the run's, and fp8_linear engages there as they say."""
     policy = tmp_path / "fp8_policy.toml"
     policy.write_text(fp8_policy.POLICY.read_text())
-    path = run_as(H100, tmp_path, held_to_the_declined_path)
+    path = run_as(H100, tmp_path, run=RESULTS / "fp8_policy_h100_2026-12-07.json")
     assert fp8_policy.main(["--from", str(path), "--policy", str(policy), "--write"]) == 0
     assert f"written into {policy}" in capsys.readouterr().err
     shipped, now = (tomllib.loads(text)["device"] for text in
                     (fp8_policy.POLICY.read_text(), policy.read_text()))
     assert [table["name"] for table in now] == [table["name"] for table in shipped]
     assert now[0] == shipped[0]  # the H200's entry, untouched
-    assert fp8_policy.regions(now[1]) == {(16384, None, 4096, 4096, 1024, 1024),
-                                          (16384, None, 1024, 1024, 4096, 4096)}
+    assert fp8_policy.regions(now[1]) == {(16384, None, 4096, 4096, 1024, 1024)}
     monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: H100)
     fp8_linear.reload_policy()
     try:
-        assert [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)] == [True, True]
+        assert [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)] == [True, False]
     finally:
         monkeypatch.undo()
         fp8_linear.reload_policy()

@@ -123,8 +123,8 @@ def test_a_cuda_graph_replays_the_eager_forward_and_nothing_synchronizes(fmt):
 
 # -- FinalizedMLP: the folded FP8 path where the policy engages both layers ----------------------
 
-#: ViT-L's MLP at 1024 px, where the H200's policy engages both layers (the H100's fc1 only), and
-#: the same layers at 300 rows, where it engages neither.
+#: ViT-L's MLP at 1024 px, where the policies of both measured cards engage both layers, and the
+#: same layers at 300 rows, where they engage neither.
 VITL_MLP, FEW_ROWS = 16384, 300
 
 
@@ -159,8 +159,7 @@ def test_the_mlp_folds_where_the_policy_engages_both_layers_and_nowhere_else():
     bfloat16 first, so fc2's row scales and some of its codes differ (about 1.5% of the output's
     RMS on the H200). The fold skips a rounding, so it must be at least as close to the float64
     MLP as the layers are. At 300 rows, and at ViT-L's rows on a GPU whose policy does not engage
-    both layers (an H100: fc2 measured slower than bf16 there), it is its layers' path bit for
-    bit."""
+    both layers (a card fp8_policy.toml does not list), it is its layers' path bit for bit."""
     both = fp8_linear._answer(torch.cuda.current_device(), VITL_MLP, ((4096, 1024), (1024, 4096)))
     model, fc1, fc2 = vitl_mlp()
     with torch.no_grad():
