@@ -21,6 +21,9 @@ from libreyolo.kernels.quant.execute import fp8_linear
 
 H200_RUN = RESULTS / "fp8_policy_declined_h200_2026-12-07.json"
 H100_RUN = RESULTS / "fp8_policy_declined_h100_2026-12-07.json"
+#: The H100's first run, held to bf16 ``F.linear`` alone (before the declined path was the
+#: yardstick): it engages fc1 only
+H100_BF16_RUN = RESULTS / "fp8_policy_h100_2026-12-07.json"
 H100 = "NVIDIA H100 80GB HBM3"  # torch.cuda.get_device_name on the lent H100s
 PCIE = "NVIDIA H100 PCIe"  # another card, never measured
 FC1, FC2 = ((4096, 1024),), ((1024, 4096),)  # ViT-L's layers, (N, K), at 16384 rows
@@ -40,8 +43,14 @@ def engages_with_entry(entry: str, tmp_path, monkeypatch) -> list[bool]:
     the shipped toml has ``entry`` appended."""
     policy = tmp_path / "fp8_policy.toml"
     policy.write_text(fp8_policy.POLICY.read_text() + "\n" + entry)
+    return engages_under(policy, PCIE, monkeypatch)
+
+
+def engages_under(policy, device: str, monkeypatch) -> list[bool]:
+    """Whether ``fp8_linear`` engages ViT-L's fc1 and fc2 at 16384 rows on ``device`` under the
+    policy file ``policy``; the shipped policy is read again afterwards."""
     monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: PCIE)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: device)
     fp8_linear.reload_policy()
     try:
         return [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)]
@@ -72,10 +81,8 @@ def test_an_unlisted_card_is_told_to_add_its_entry_and_the_entry_engages_fp8_lin
 
 
 def test_a_run_held_to_bf16_alone_says_so_and_engages_less(tmp_path, capsys, monkeypatch):
-    """The H100's first run, held to bf16 ``F.linear`` alone (before the declined path was the
-    yardstick): its entry says which yardstick it had, and engages fc1 only."""
-    run = RESULTS / "fp8_policy_h100_2026-12-07.json"
-    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path, run=run))]) == 0
+    """``H100_BF16_RUN``'s entry says which yardstick it had, and engages fc1 only."""
+    assert fp8_policy.main(["--from", str(run_as(PCIE, tmp_path, run=H100_BF16_RUN))]) == 0
     out = capsys.readouterr().out
     assert "fused / bf16 per layer" in out
     assert "#   vitl_fc2 16384x4096->1024: 0.1918 / 0.1850 ms (0.96x)\n" in out
@@ -123,12 +130,12 @@ def test_a_measurement_without_cuda_says_why_and_gets_no_entries(tmp_path, capsy
 
 def test_written_a_listed_cards_new_run_replaces_its_entry_alone_and_engages_there(
         tmp_path, capsys, monkeypatch):
-    """The H100's entry rewritten from another run (the H200's, read as the H100's first run,
-    held to bf16, would engage fc1 alone): the H200's entry is untouched, the H100's regions
-    are the run's, and fp8_linear engages there as they say."""
+    """The H100's entry rewritten from another of its runs (``H100_BF16_RUN``, which engages fc1
+    alone): the H200's entry is untouched, the H100's regions are the run's, and fp8_linear
+    engages there as they say."""
     policy = tmp_path / "fp8_policy.toml"
     policy.write_text(fp8_policy.POLICY.read_text())
-    path = run_as(H100, tmp_path, run=RESULTS / "fp8_policy_h100_2026-12-07.json")
+    path = run_as(H100, tmp_path, run=H100_BF16_RUN)
     assert fp8_policy.main(["--from", str(path), "--policy", str(policy), "--write"]) == 0
     assert f"written into {policy}" in capsys.readouterr().err
     shipped, now = (tomllib.loads(text)["device"] for text in
@@ -136,14 +143,7 @@ def test_written_a_listed_cards_new_run_replaces_its_entry_alone_and_engages_the
     assert [table["name"] for table in now] == [table["name"] for table in shipped]
     assert now[0] == shipped[0]  # the H200's entry, untouched
     assert fp8_policy.regions(now[1]) == {(16384, None, 4096, 4096, 1024, 1024)}
-    monkeypatch.setattr(fp8_linear, "POLICY_FILE", policy)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: H100)
-    fp8_linear.reload_policy()
-    try:
-        assert [fp8_linear._answer(0, 16384, shapes) for shapes in (FC1, FC2)] == [True, False]
-    finally:
-        monkeypatch.undo()
-        fp8_linear.reload_policy()
+    assert engages_under(policy, H100, monkeypatch) == [True, False]
 
 
 def test_written_an_unlisted_cards_entry_is_appended(tmp_path, capsys):
