@@ -30,7 +30,10 @@ Eager calls never come here: ``ops.<slot>`` and ``dispatch`` keep their direct p
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+from torch import Tensor, dtype, float8_e4m3fn, uint8
 
 from libreyolo.capture import no_host_reads
 
@@ -40,6 +43,10 @@ from .slots import SLOTS, Slot, get_slot, schema_arguments
 
 NAMESPACE = "libreyolo"
 _library = torch.library.Library(NAMESPACE, "DEF")
+#: ``torch.ops.libreyolo``. ``call``'s trace reads no ``torch`` attribute on this module's global,
+#: which Dynamo would guard with a comparison against ``libreyolo.capture``'s ``torch`` (the same
+#: module reached by two names).
+_OPERATORS = torch.ops.libreyolo
 
 #: Exceptions a fake tensor raises where a value is needed: the real call checks those.
 try:
@@ -63,61 +70,134 @@ _JUDGES: dict[str, object] = {}
 
 def operator(name: str):
     """``torch.ops.libreyolo.<name>``: the slot's operator."""
-    return getattr(torch.ops.libreyolo, name)
+    return getattr(_OPERATORS, name)
 
 
 def call(name: str, args: tuple, kwargs: dict):
     """The slot's operator on a call's arguments: ``spatial_shapes`` given as pairs becomes the
     int64 tensor the schema takes (``_shapes_tensor``), and E4M3 inputs (``Slot.float8_inputs``)
     cross as their bytes, since torch's schema check compares inputs with ``allclose``, which
-    float8 lacks; an input of another dtype gets the slot's own error."""
+    float8 lacks; an input of another dtype gets the slot's own error.
+
+    Dynamo traces this once per graph and guards the graph on every global the trace reads. So
+    the binding and the type checks are decided by ``_call_form`` from what each argument is
+    (``_described``), which Dynamo takes as a constant: a compiled call is not guarded on the
+    slot's declaration (about 90 guards, 4 µs a call on CPU: ``benchmarks/NOTES.md``)."""
+    form = _call_form(name, tuple(_described(a) for a in args),
+                      tuple((key, _described(value)) for key, value in kwargs.items()))
+    if form.pairs is not None:  # pairs are checked as given (SymInts from .shape included)
+        _JUDGES[name](*args, **kwargs)
+    if form.error is not None:
+        if form.judge_first:  # the slot's own error, not the schema's
+            _JUDGES[name](*args, **kwargs)
+        raise TypeError(form.error)
+    values = [args[position] if position >= 0 else kwargs[key] if key is not None else default
+              for position, key, default in form.sources]
+    if form.pairs is not None:
+        values[form.pairs] = _shapes_tensor(values[form.pairs], values)
+    for index in form.float8:
+        if values[index].dtype != float8_e4m3fn:
+            _JUDGES[name](*args, **kwargs)
+            raise TypeError(f"{name}: {form.names[index]} must be a float8_e4m3fn tensor")
+        values[index] = values[index].view(uint8)
+    keywords = {form.names[i]: values[i] for i in range(form.positional, len(values))}
+    return operator(name)(*values[:form.positional], **keywords)
+
+
+def _described(value: object) -> str | tuple:
+    """What ``_call_form`` needs to know of an argument: its type's name, and for a list or
+    tuple its elements' (a tensor's values are never read)."""
+    if isinstance(value, Tensor):
+        return "Tensor"
+    if value is None:
+        return "NoneType"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, dtype):
+        return "dtype"
+    if isinstance(value, list):
+        return ("list", tuple(_described(v) for v in value))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_described(v) for v in value))
+    return ("other", type(value).__name__)
+
+
+class CallForm(NamedTuple):
+    """How a call's arguments become its operator's (``_call_form``)."""
+
+    names: tuple[str, ...]  # the slot's parameters, in order
+    positional: int  # how many of them the operator takes positionally
+    #: per parameter, where its value is: (its position in args, or -1; its key in kwargs, or
+    #: None; its default)
+    sources: tuple[tuple[int, str | None, object], ...]
+    pairs: int | None  # the index of ``spatial_shapes`` given as (H, W) pairs
+    float8: tuple[int, ...]  # the indices of the E4M3 inputs
+    error: str | None  # the TypeError of a call the slot does not take
+    judge_first: bool  # a wrong type: the slot's judge raises its own error first, if it does
+
+
+def _call_form(name: str, args: tuple, kwargs: tuple) -> CallForm:
+    """``call``'s decisions for a call whose arguments ``_described`` gives: a constant to Dynamo
+    (``_dynamo_marked_constant``: what ``torch.compiler.assume_constant_result`` sets, without
+    importing Dynamo here), so nothing read here guards the compiled graph."""
     slot = get_slot(name)
-    judge = _JUDGES[name]
-    bound = slot.bind(args, kwargs)
-    shapes = bound.get("spatial_shapes")
-    if shapes is not None and not isinstance(shapes, torch.Tensor):
-        judge(*args, **kwargs)  # pairs are checked as given (SymInts from .shape included)
-        bound["spatial_shapes"] = _shapes_tensor(shapes, bound)
+    names = tuple(slot.signature.parameters)
+    positional = len(slot.binder.positional)
+    try:
+        bound = slot.bind(args, dict(kwargs))
+    except TypeError as exc:
+        return CallForm(names, positional, (), None, (), str(exc), False)
+    given = dict(kwargs)
+    sources = tuple((i, None, None) if i < len(args) else
+                    (-1, n, None) if n in given else (-1, None, bound[n])
+                    for i, n in enumerate(names))
+    pairs = names.index("spatial_shapes") \
+        if bound.get("spatial_shapes", "Tensor") not in ("Tensor", "NoneType") else None
     for argument, kind in slot.argument_types.items():
-        if not _fits(kind, bound[argument]):  # the slot's own error, not the schema's
-            judge(*args, **kwargs)
-            raise TypeError(f"{name}: {argument} must be {kind}, got "
-                            f"{type(bound[argument]).__name__}")
-    for argument in slot.float8_inputs:
-        value = bound[argument]
-        if not isinstance(value, torch.Tensor) or value.dtype != torch.float8_e4m3fn:
-            judge(*args, **kwargs)
-            raise TypeError(f"{name}: {argument} must be a float8_e4m3fn tensor")
-        bound[argument] = value.view(torch.uint8)
-    args, kwargs = slot.split(bound)
-    return operator(name)(*args, **kwargs)
+        described = bound[argument] if argument in given or names.index(argument) < len(args) \
+            else _described(bound[argument])  # a default
+        if names.index(argument) != pairs and not _fits(kind, described):
+            return CallForm(names, positional, (), None, (),
+                            f"{name}: {argument} must be {kind}, got {_type_name(described)}",
+                            True)
+    return CallForm(names, positional, sources, pairs,
+                    tuple(names.index(a) for a in slot.float8_inputs), None, False)
 
 
-def _shapes_tensor(pairs, bound: dict) -> torch.Tensor:
+_call_form._dynamo_marked_constant = True
+
+
+def _shapes_tensor(pairs, values: list) -> torch.Tensor:
     """``(H, W)`` pairs as the ``(levels, 2)`` int64 tensor the schema takes, made on the device
     of the call's first tensor: a traced kernel reads the sizes there (``traced.py``), and
     inductor makes a short flat tensor of known ints in a kernel of its own, where a host tensor
     copied over would put a CPU node in the graph, which keeps it out of CUDA graphs."""
-    device = next((v.device for v in bound.values() if isinstance(v, torch.Tensor)), None)
+    device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
     flat = [size for pair in pairs for size in pair]
     return torch.tensor(flat, dtype=torch.int64, device=device).view(-1, 2)
 
 
-def _fits(kind: str, value: object) -> bool:
-    """Whether ``value`` is what a schema type takes (``spatial_shapes`` pairs are converted)."""
+def _fits(kind: str, described: str | tuple) -> bool:
+    """Whether an argument ``_described`` describes is what a schema type takes (``spatial_shapes``
+    pairs are converted)."""
     if kind.endswith("?"):
-        return value is None or _fits(kind[:-1], value)
-    if kind == "Tensor":
-        return isinstance(value, torch.Tensor)
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return described == "NoneType" or _fits(kind[:-1], described)
+    if kind in ("Tensor", "int", "str"):
+        return described == kind
     if kind == "int[]":
-        return isinstance(value, (list, tuple)) and all(_fits("int", v) for v in value)
-    if kind == "str":
-        return isinstance(value, str)
+        return described[0] in ("list", "tuple") and all(d == "int" for d in described[1])
     if kind == "ScalarType":
-        return isinstance(value, torch.dtype)
+        return described == "dtype"
     raise AssertionError(f"a schema type operators.py does not know: {kind}")
+
+
+def _type_name(described: str | tuple) -> str:
+    return described if isinstance(described, str) else described[0] \
+        if described[0] != "other" else described[1]
 
 
 def _as_called(slot: Slot, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -144,13 +144,39 @@ def test_a_compiled_graph_holds_the_operator_not_the_reference():
     ({"x": torch.ones(4, 8, dtype=torch.int32)}, TypeError, "x must be"),
     ({"x": torch.randn(4, 8), "fmt": "e9m9"}, ValueError, "fmt must be"),
     ({"x": torch.randn(4, 8), "scale": torch.ones(3)}, ValueError, "scale"),
-], ids=["int32-x", "unknown-fmt", "wrong-shape-scale"])
+    ({"x": [1.0, 2.0]}, TypeError, "x must be a torch.Tensor, got list"),
+    ({"x": torch.randn(4, 8), "scale": 0.5}, TypeError, "scale must be a torch.Tensor, got float"),
+    ({"x": torch.randn(4, 8), "fmt": 3}, TypeError, "fmt must be a string"),
+    ({"x": torch.randn(4, 8), "fmtt": "e4m3"}, TypeError, "unexpected keyword argument 'fmtt'"),
+    ({"fmt": "e4m3"}, TypeError, "missing a required argument: 'x'"),
+], ids=["int32-x", "unknown-fmt", "wrong-shape-scale", "list-x", "float-scale", "int-fmt",
+        "unknown-keyword", "missing-x"])
 def test_bad_input_under_compile_raises_the_eager_error(bad, error, match):
     with pytest.raises(error, match=match):
         ops.fake_quant_fp8(**bad)
     torch._dynamo.reset()
     with pytest.raises(error, match=match):
         torch.compile(lambda **kw: ops.fake_quant_fp8(**kw))(**bad)
+
+
+def test_a_compiled_call_is_guarded_on_no_part_of_the_slot_declaration():
+    """Dynamo guards a compiled graph on every global its trace read, and checks each guard on
+    every call: the call's binding and type checks are decided from constants
+    (``operators._call_form``), so no guard reads the declaration (``libreyolo.kernels.slots``)
+    or the operator module's helpers."""
+    guards = []
+
+    def keep_all(entries):
+        guards.extend(entry.name for entry in entries)
+        return [True] * len(entries)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, s: ops.fake_quant_fp8(x, s, fmt="e5m2"), fullgraph=True,
+                             backend="eager", options={"guard_filter_fn": keep_all})
+    compiled(torch.randn(4, 8), torch.ones(()))
+    assert guards, "the guard filter saw no guard"
+    read = [name for name in guards if "slots" in name or "_BY_NAME" in name or "_JUDGES" in name]
+    assert not read, read
 
 
 def test_under_fullgraph_bad_input_is_reported_at_trace_time_with_the_eager_message():
