@@ -1,6 +1,6 @@
 """The README's quickstart (issue 50): five lines of Python whose output, pasted under them, is
-what they really print; and a time beside every command, so that no command runs for minutes
-unannounced."""
+what they really print, and the same for its detector wiring; and a time beside every command, so
+that no command runs for minutes unannounced."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ def test_the_quickstart_is_five_lines_and_prints_what_the_readme_shows():
                          timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout == _block(QUICKSTART, "text")
+
+
+def test_the_detector_quickstart_prints_what_the_readme_shows():
+    detector = QUICKSTART.split("### A transformers detector\n", 1)[1]
+    run = subprocess.run([sys.executable, "-c", _block(detector, "python")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == _block(detector, "text")
+    assert TIME.search(detector.split("```python", 1)[0])
 
 
 def test_every_command_has_a_time_beside_it():
