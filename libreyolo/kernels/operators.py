@@ -82,7 +82,7 @@ def call(name: str, args: tuple, kwargs: dict):
     Dynamo traces this once per graph and guards the graph on every global the trace reads. So
     the binding and the type checks are decided by ``_call_form`` from what each argument is
     (``_described``), which Dynamo takes as a constant: a compiled call is not guarded on the
-    slot's declaration (about 90 guards, 4 µs a call on CPU: ``benchmarks/NOTES.md``)."""
+    slot's declaration (about 40 guards fewer, 2-4 µs a call on CPU: ``benchmarks/NOTES.md``)."""
     form = _call_form(name, tuple(_described(a) for a in args),
                       tuple((key, _described(value)) for key, value in kwargs.items()))
     if form.pairs is not None:  # pairs are checked as given (SymInts from .shape included)
@@ -196,8 +196,11 @@ def _fits(kind: str, described: str | tuple) -> bool:
 
 
 def _type_name(described: str | tuple) -> str:
-    return described if isinstance(described, str) else described[0] \
-        if described[0] != "other" else described[1]
+    """The type name an error gives for an argument ``_described`` describes."""
+    if isinstance(described, str):
+        return described
+    kind, detail = described
+    return detail if kind == "other" else kind
 
 
 def _as_called(slot: Slot, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
