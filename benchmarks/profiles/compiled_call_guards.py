@@ -6,22 +6,29 @@ A stand-in implementation of ``fake_quant_fp8`` is registered as an in-tree trac
 ``tests/kernels/test_traced_kernels.py`` does); its body is one opaque custom op, so the compiled
 slot call and the same op compiled bare (the floor) run the very same inductor code, and what
 differs is what Dynamo checks before running it: the guards the slot's entry left (its Python
-traced through ``ops``, ``dispatch`` and ``operators.call``). Printed: each side's guard count and
-its host time a call in interleaved rounds (the median of each round's mean).
+traced through ``ops``, ``dispatch`` and ``operators.call``). Printed, and written to OUT: each
+side's guard count, the guards' names, and its host time a call in interleaved rounds (the median
+of each round's mean).
 
-    python -m benchmarks.profiles.compiled_call_guards [--calls 20000] [--rounds 7]
+    python benchmarks/profiles/compiled_call_guards.py OUT.json [--calls 20000] [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from libreyolo.kernels import ops, registry, traced
-from libreyolo.kernels.providers import IN_TREE
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from libreyolo.kernels import ops, registry, traced  # noqa: E402
+from libreyolo.kernels.providers import IN_TREE  # noqa: E402
 
 SLOT = "fake_quant_fp8"
 
@@ -57,6 +64,7 @@ def per_call_us(fn, x: torch.Tensor, calls: int) -> float:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="the JSON to write")
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
@@ -83,6 +91,11 @@ def main(argv=None) -> None:
         print(f"{name:6s} {len(guards[name]):4d} guards  {median[name]:6.1f} µs a call "
               f"(rounds {min(times[name]):.1f}-{max(times[name]):.1f})")
     print(f"slot / floor: {median['slot'] / median['floor']:.2f}x")
+    args.out.write_text(json.dumps({
+        "torch": torch.__version__, "device": str(x.device), "calls": args.calls,
+        "rounds": args.rounds, "ratio": median["slot"] / median["floor"],
+        **{name: {"guards": guards[name], "us_per_call": times[name]} for name in calls}},
+        indent=2))
 
 
 if __name__ == "__main__":
