@@ -155,16 +155,16 @@ def _call_form(name: str, args: tuple, kwargs: tuple) -> CallForm:
     sources = tuple((i, None, None) if i < len(args) else
                     (-1, n, None) if n in given else (-1, None, bound[n])
                     for i, n in enumerate(names))
-    pairs = names.index("spatial_shapes") \
-        if bound.get("spatial_shapes", "Tensor") not in ("Tensor", "NoneType") else None
+    passed = {*names[:len(args)], *given}  # the rest hold their defaults, not descriptions
+    as_pairs = bound.get("spatial_shapes", "Tensor") not in ("Tensor", "NoneType")
     for argument, kind in slot.argument_types.items():
-        described = bound[argument] if argument in given or names.index(argument) < len(args) \
-            else _described(bound[argument])  # a default
-        if names.index(argument) != pairs and not _fits(kind, described):
+        described = bound[argument] if argument in passed else _described(bound[argument])
+        if not (as_pairs and argument == "spatial_shapes") and not _fits(kind, described):
             return CallForm(names, positional, (), None, (),
                             f"{name}: {argument} must be {kind}, got {_type_name(described)}",
                             True)
-    return CallForm(names, positional, sources, pairs,
+    return CallForm(names, positional, sources,
+                    names.index("spatial_shapes") if as_pairs else None,
                     tuple(names.index(a) for a in slot.float8_inputs), None, False)
 
 
